@@ -1,0 +1,110 @@
+"""Every well-known key of Slinky's wire contract, in one place.
+
+Users' manifests and Slurm tooling depend on these exact strings (upstream slurm-bridge
+``internal/wellknown``), so they are never spelled anywhere else in the code base.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Prefixes
+PREFIX_SLINKY: Final = "slinky.slurm.net/"
+PREFIX_SCHEDULER: Final = "scheduler.slinky.slurm.net/"
+PREFIX_SLURMJOB: Final = "slurmjob.slinky.slurm.net/"
+PREFIX_TOPOLOGY: Final = "topology.slinky.slurm.net/"
+PREFIX_SIM: Final = "sim.slinky.slurm.net/"
+"""Keys read only by the development node agent, never by the product."""
+
+SCHEDULER_NAME: Final = "slurm-bridge-scheduler"
+DEFAULT_PARTITION: Final = "slurm-bridge"
+DEFAULT_MANAGED_NAMESPACE: Final = "slurm-bridge"
+DEFAULT_MCS_LABEL: Final = "kubernetes"
+
+# Keys the bridge writes on pods (users may not set them; the webhook enforces this).
+LABEL_SLURM_JOB_ID: Final = PREFIX_SCHEDULER + "slurm-jobid"
+"""Slurm job id; the same on every pod of a group."""
+ANNOTATION_SLURM_NODE: Final = PREFIX_SLINKY + "slurm-node"
+"""Kubernetes node picked from the Slurm allocation."""
+FINALIZER_SCHEDULER: Final = PREFIX_SCHEDULER + "finalizer"
+"""Keeps the job id readable until the Slurm job is cancelled."""
+
+# Node keys.
+LABEL_SLURM_NODENAME: Final = PREFIX_SLINKY + "slurm-nodename"
+"""Slurm NodeName when it differs from the Kubernetes node name."""
+LABEL_EXTERNAL_NODE: Final = PREFIX_SCHEDULER + "external-node"
+"""Presence means: register this Kubernetes node in Slurm as State=External."""
+ANNOTATION_EXTERNAL_NODE_PARTITIONS: Final = PREFIX_SCHEDULER + "external-node-partitions"
+"""CSV of partitions; they become node Features."""
+ANNOTATION_TOPOLOGY_SPEC: Final = PREFIX_TOPOLOGY + "spec"
+"""Slurm dynamic topology string, e.g. ``topo-switch:s1,topo-block:b1``."""
+TAINT_MANAGED_NODE: Final = PREFIX_SLINKY + "managed-node"
+"""NoExecute taint ``slinky.slurm.net/managed-node=<schedulerName>`` on every bridged node."""
+
+# Workload annotations, all under slurmjob.slinky.slurm.net/.
+ANNOTATION_ACCOUNT: Final = PREFIX_SLURMJOB + "account"
+ANNOTATION_CONSTRAINTS: Final = PREFIX_SLURMJOB + "constraints"
+ANNOTATION_CPU_PER_TASK: Final = PREFIX_SLURMJOB + "cpu-per-task"
+ANNOTATION_EXCLUSIVE: Final = PREFIX_SLURMJOB + "exclusive"
+ANNOTATION_GRES: Final = PREFIX_SLURMJOB + "gres"
+ANNOTATION_GROUP_ID: Final = PREFIX_SLURMJOB + "group-id"
+ANNOTATION_JOB_NAME: Final = PREFIX_SLURMJOB + "job-name"
+ANNOTATION_LICENSES: Final = PREFIX_SLURMJOB + "licenses"
+ANNOTATION_MAX_NODES: Final = PREFIX_SLURMJOB + "max-nodes"
+ANNOTATION_MEM_PER_NODE: Final = PREFIX_SLURMJOB + "mem-per-node"
+ANNOTATION_MIN_NODES: Final = PREFIX_SLURMJOB + "min-nodes"
+ANNOTATION_PARTITION: Final = PREFIX_SLURMJOB + "partition"
+ANNOTATION_PRIORITY: Final = PREFIX_SLURMJOB + "priority"
+ANNOTATION_QOS: Final = PREFIX_SLURMJOB + "qos"
+ANNOTATION_RESERVATION: Final = PREFIX_SLURMJOB + "reservation"
+ANNOTATION_TIMELIMIT: Final = PREFIX_SLURMJOB + "timelimit"
+ANNOTATION_USER_ID: Final = PREFIX_SLURMJOB + "user-id"
+ANNOTATION_WCKEY: Final = PREFIX_SLURMJOB + "wckey"
+
+WORKLOAD_ANNOTATIONS: Final = frozenset(
+    {
+        ANNOTATION_ACCOUNT,
+        ANNOTATION_CONSTRAINTS,
+        ANNOTATION_CPU_PER_TASK,
+        ANNOTATION_EXCLUSIVE,
+        ANNOTATION_GRES,
+        ANNOTATION_GROUP_ID,
+        ANNOTATION_JOB_NAME,
+        ANNOTATION_LICENSES,
+        ANNOTATION_MAX_NODES,
+        ANNOTATION_MEM_PER_NODE,
+        ANNOTATION_MIN_NODES,
+        ANNOTATION_PARTITION,
+        ANNOTATION_PRIORITY,
+        ANNOTATION_QOS,
+        ANNOTATION_RESERVATION,
+        ANNOTATION_TIMELIMIT,
+        ANNOTATION_USER_ID,
+        ANNOTATION_WCKEY,
+    }
+)
+
+DEPRECATED_ANNOTATION_ALIASES: Final = {
+    PREFIX_SLINKY + "job-name": ANNOTATION_JOB_NAME,
+    PREFIX_SLINKY + "account": ANNOTATION_ACCOUNT,
+}
+"""Un-prefixed keys from the 2025 slides, still accepted with a warning Event."""
+
+# Development node agent (simulated kubelet) keys.
+ANNOTATION_SIM_RUN_SECONDS: Final = PREFIX_SIM + "run-seconds"
+"""Seconds a bound pod runs before the node agent marks it Succeeded (absent: until deleted)."""
+ANNOTATION_SIM_EXIT_CODE: Final = PREFIX_SIM + "exit-code"
+"""Exit code the node agent reports; non-zero makes the pod Failed."""
+LABEL_SIM_AGENT: Final = PREFIX_SIM + "agent"
+"""Marks Node objects owned by the development node agent."""
+
+# Temporal search attributes registered by `slinky dev up` and documented for production.
+SEARCH_ATTRIBUTES: Final = {
+    "SlinkyNamespace": "Keyword",
+    "SlinkyWorkloadKind": "Keyword",
+    "SlinkyWorkloadName": "Keyword",
+    "SlinkySlurmJobId": "Int",
+    "SlinkyPhase": "Keyword",
+    "SlinkyPartition": "Keyword",
+    "SlinkyGroupSize": "Int",
+}
