@@ -5,6 +5,7 @@ set -euo pipefail
 tarball=${1:?usage: build-slurm-rootfs.sh OUT_TARBALL}
 if [ -s "$tarball" ]; then echo "slurm rootfs already cached at $tarball"; exit 0; fi
 archive=$(python3 "$(dirname "$0")/debian_archive.py")
+mkdir -p "$(dirname "$tarball")"
 work=$(mktemp -d "$(dirname "$tarball")/rootfs-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$(dirname "$tarball")"

@@ -1,0 +1,97 @@
+"""Settings for every slinky process, from pydantic-settings.
+
+Precedence, highest first: init kwargs (tests) > environment (``SLINKY_<GROUP>__<FIELD>``) > the
+secrets dir > defaults. A few well-known variables (``SLURM_REST_URL``, ``SLURM_JWT_FILE``,
+``KUBECONFIG``) are read as aliases so that the development stack's env file works as is.
+Workflows never read settings: whatever a workflow decides on is copied into its input.
+"""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from slinky import wellknown
+
+
+class SlurmSettings(BaseModel):
+    """How to reach slurmrestd."""
+
+    rest_url: str = Field("http://127.0.0.1:6820", description="Base URL of slurmrestd.")
+    api_version: str = Field("v0.0.44", description="slurmrestd data parser version (v0.0.42-v0.0.45).")
+    user_name: str = Field("slurm", description="Sent as X-SLURM-USER-NAME; the SlurmUser acts as admin.")
+    jwt: SecretStr | None = Field(None, description="A static JWT; prefer jwt_file so tokens can rotate.")
+    jwt_file: str | None = Field(None, description="File holding the JWT, re-read when it changes.")
+    timeout_seconds: float = Field(10.0, description="Read timeout per request, seconds.")
+    connect_timeout_seconds: float = Field(3.0, description="Connect timeout, seconds.")
+    max_connections: int = Field(32, description="Connection cap; slurmrestd serves at most 124.")
+    watch_interval_seconds: float = Field(0.25, description="Job watcher poll interval, seconds.")
+
+
+class KubeSettings(BaseModel):
+    """How to reach the Kubernetes API server."""
+
+    kubeconfig: str | None = Field(None, description="Path to a kubeconfig; None means in-cluster.")
+
+
+class BridgeSettings(BaseModel):
+    """The bridge's scheduling scope (upstream slurm-bridge config.yaml keys)."""
+
+    scheduler_name: str = Field(wellknown.SCHEDULER_NAME, description="spec.schedulerName the bridge owns.")
+    managed_namespaces: list[str] = Field(
+        default_factory=lambda: [wellknown.DEFAULT_MANAGED_NAMESPACE],
+        description="Namespaces whose pods the bridge schedules.",
+    )
+    managed_namespace_selector: str | None = Field(
+        None, description="Label selector for managed namespaces; overrides managed_namespaces."
+    )
+    partition: str = Field(wellknown.DEFAULT_PARTITION, description="Default Slurm partition.")
+    mcs_label: str = Field(wellknown.DEFAULT_MCS_LABEL, description="Slurm MCS label on bridge jobs.")
+
+
+class TemporalSettings(BaseModel):
+    """Where the Temporal frontend is."""
+
+    address: str = Field("127.0.0.1:7233", description="host:port of the Temporal frontend.")
+    namespace: str = Field("default", description="Temporal namespace.")
+    task_queue: str = Field("slinky-bridge", description="Task queue of the bridge workers.")
+
+
+class TelemetrySettings(BaseModel):
+    """Logging and metrics."""
+
+    log_json: bool = Field(False, description="Log one JSON object per line.")
+    log_level: str = Field("INFO", description="Root log level.")
+    metrics_port: int | None = Field(None, description="Prometheus port on 127.0.0.1; None disables.")
+
+
+class Settings(BaseSettings):
+    """All settings of a slinky process."""
+
+    model_config = SettingsConfigDict(env_prefix="SLINKY_", env_nested_delimiter="__", extra="ignore")
+
+    slurm: SlurmSettings = Field(default_factory=SlurmSettings)  # type: ignore[arg-type]
+    kube: KubeSettings = Field(default_factory=KubeSettings)  # type: ignore[arg-type]
+    bridge: BridgeSettings = Field(default_factory=BridgeSettings)  # type: ignore[arg-type]
+    temporal: TemporalSettings = Field(default_factory=TemporalSettings)  # type: ignore[arg-type]
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)  # type: ignore[arg-type]
+
+    # Well-known environment variables of the dev stack and of the charts.
+    slurm_rest_url: str | None = Field(None, validation_alias=AliasChoices("SLURM_REST_URL"))
+    slurm_jwt_file: str | None = Field(None, validation_alias=AliasChoices("SLURM_JWT_FILE"))
+    kubeconfig: str | None = Field(None, validation_alias=AliasChoices("KUBECONFIG"))
+    temporal_address: str | None = Field(None, validation_alias=AliasChoices("TEMPORAL_ADDRESS"))
+    temporal_namespace: str | None = Field(None, validation_alias=AliasChoices("TEMPORAL_NAMESPACE"))
+
+    def model_post_init(self, _context: object) -> None:
+        """Fold the well-known variables into their groups unless the group was set explicitly."""
+        if self.slurm_rest_url and "rest_url" not in self.slurm.model_fields_set:
+            self.slurm.rest_url = self.slurm_rest_url
+        if self.slurm_jwt_file and "jwt_file" not in self.slurm.model_fields_set:
+            self.slurm.jwt_file = self.slurm_jwt_file
+        if self.kubeconfig and "kubeconfig" not in self.kube.model_fields_set:
+            self.kube.kubeconfig = self.kubeconfig
+        if self.temporal_address and "address" not in self.temporal.model_fields_set:
+            self.temporal.address = self.temporal_address
+        if self.temporal_namespace and "namespace" not in self.temporal.model_fields_set:
+            self.temporal.namespace = self.temporal_namespace
