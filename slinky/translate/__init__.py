@@ -1,0 +1,31 @@
+"""Pure translation from Kubernetes workloads (API dicts) to Slurm job specs.
+
+No I/O: the caller fetches the pod, its owner and the nodes, and records the warnings and errors.
+"""
+
+from slinky.translate.annotations import parse_annotations
+from slinky.translate.errors import (
+    ConflictingAnnotations,
+    InvalidAnnotation,
+    InvalidPodSpec,
+    InvalidQuantity,
+    TranslationError,
+    UnknownAnnotation,
+)
+from slinky.translate.nodes import excluded_nodes, node_fits, slurm_node_name
+from slinky.translate.pod import pod_key, translate_pod
+
+__all__ = [
+    "ConflictingAnnotations",
+    "InvalidAnnotation",
+    "InvalidPodSpec",
+    "InvalidQuantity",
+    "TranslationError",
+    "UnknownAnnotation",
+    "excluded_nodes",
+    "node_fits",
+    "parse_annotations",
+    "pod_key",
+    "slurm_node_name",
+    "translate_pod",
+]

@@ -1,0 +1,119 @@
+"""A pod, and the workload that owns it, to one Slurm external job (`SlurmJobSpec`).
+
+Precedence, lowest first (upstream's documented rule):
+
+1. defaults: the bridge's partition and MCS label, whole-node (exclusive) allocation;
+2. derived from the workload: one node and one task per pod, the pod's name, the time limit
+   from ``activeDeadlineSeconds``, cpu, memory and GPUs from the pod's resources, and the nodes
+   the pod does not fit as ``excluded_nodes``;
+3. the ``slurmjob.slinky.slurm.net/*`` annotations, read from the pod for a plain pod and from
+   the top-level owner (Job, JobSet) otherwise, as upstream does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, Final
+
+from slinky import wellknown
+from slinky.models import SlurmJobSpec, TranslateDefaults, TranslationResult
+from slinky.translate.annotations import parse_annotations
+from slinky.translate.errors import ConflictingAnnotations, InvalidPodSpec
+from slinky.translate.nodes import excluded_nodes
+from slinky.translate.resources import translate_resources
+
+KIND_JOB: Final = "Job"
+OWNER_KINDS_WITH_ANNOTATIONS: Final = frozenset({KIND_JOB, "JobSet"})
+"""Owners whose annotations (not the pod's) configure the Slurm job, as upstream."""
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a pod dict, the form used in ``admin_comment``."""
+    metadata = pod.get("metadata") or {}
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    if not namespace or not name:
+        raise InvalidPodSpec("a pod needs a namespace and a name", field="metadata")
+    return f"{namespace}/{name}"
+
+
+def _deadline_minutes(obj: Mapping[str, Any] | None, field: str) -> int | None:
+    if obj is None:
+        return None
+    seconds = (obj.get("spec") or {}).get("activeDeadlineSeconds")
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0:
+        raise InvalidPodSpec(f"{seconds!r} is not a positive number of seconds", field=field)
+    return math.ceil(seconds / 60)
+
+
+def _annotation_source(pod: Mapping[str, Any], owner: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if owner is not None and owner.get("kind") in OWNER_KINDS_WITH_ANNOTATIONS:
+        return owner
+    return pod
+
+
+def translate_pod(
+    pod: Mapping[str, Any],
+    *,
+    settings: TranslateDefaults,
+    owner: Mapping[str, Any] | None = None,
+    job: Mapping[str, Any] | None = None,
+    nodes: Iterable[Mapping[str, Any]] = (),
+    slurm_nodes: Collection[str] | None = None,
+) -> TranslationResult:
+    """Translate one pod (a single-pod workload) to a Slurm job spec.
+
+    Args:
+        pod: The pod, as a Kubernetes API dict (camelCase).
+        settings: The bridge's defaults.
+        owner: The top-level owner (a Job or JobSet) as an API dict, or None for a plain pod. Its
+            annotations replace the pod's; an owner of another kind is ignored.
+        job: The batch/v1 Job controlling the pod, for ``activeDeadlineSeconds``. Defaults to
+            ``owner`` when that is a Job; pass the child Job for a JobSet pod.
+        nodes: Kubernetes nodes, as API dicts; those the pod does not fit become ``excluded_nodes``.
+        slurm_nodes: When given, restricts ``excluded_nodes`` to these Slurm node names.
+
+    Returns:
+        The spec, and warnings (deprecated annotation keys) for the caller to record as Events.
+
+    Raises:
+        TranslationError: A subclass naming the annotation or field at fault.
+    """
+    if job is None and owner is not None and owner.get("kind") == KIND_JOB:
+        job = owner
+    metadata = pod.get("metadata") or {}
+    resources = translate_resources(pod)
+    time_limit = _deadline_minutes(job, "job.spec.activeDeadlineSeconds")
+    if time_limit is None:
+        time_limit = _deadline_minutes(pod, "spec.activeDeadlineSeconds")
+
+    values: dict[str, Any] = {
+        # Defaults.
+        "partition": settings.partition,
+        "mcs_label": settings.mcs_label,
+        "exclusive": True,
+        # Derived: one pod per job, so one node and one task.
+        "pods": (pod_key(pod),),
+        "name": metadata.get("name"),
+        "min_nodes": 1,
+        "max_nodes": 1,
+        "tasks_per_node": 1,
+        "cpus_per_task": resources.cpus,
+        "memory_per_node_mib": resources.memory_mib,
+        "tres_per_node": f"gres/gpu={resources.gpus}" if resources.gpus else None,
+        "time_limit_minutes": time_limit,
+        "excluded_nodes": excluded_nodes(pod, nodes, slurm_nodes=slurm_nodes),
+    }
+    source = _annotation_source(pod, owner)
+    parsed = parse_annotations((source.get("metadata") or {}).get("annotations"))
+    values.update(parsed.values)
+
+    if values["min_nodes"] > values["max_nodes"]:
+        culprit = parsed.sources.get("min_nodes") or parsed.sources.get("max_nodes")
+        raise ConflictingAnnotations(
+            f"min-nodes {values['min_nodes']} is more than max-nodes {values['max_nodes']}",
+            annotation=culprit or wellknown.ANNOTATION_MIN_NODES,
+        )
+    return TranslationResult(spec=SlurmJobSpec(**values), warnings=parsed.warnings)
