@@ -1,0 +1,114 @@
+"""Processes the development stack starts, and only those: PID files that also record identity.
+
+A PID file holds ``<pid> <starttime>`` where starttime is field 22 of ``/proc/<pid>/stat``. ``down`` only
+signals a PID whose start time still matches, so a recycled PID is never killed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+
+def _starttime(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces: split after its closing parenthesis.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return fields[19]
+
+
+class ProcessTable:
+    """PID files under one directory, one per named process."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def _file(self, name: str) -> Path:
+        return self.directory / f"{name}.pid"
+
+    def running(self, name: str) -> int | None:
+        """Return the PID of ``name`` if the very process we started is still alive."""
+        path = self._file(name)
+        try:
+            pid_text, start = path.read_text().split()
+        except (OSError, ValueError):
+            return None
+        pid = int(pid_text)
+        if _starttime(pid) != start:
+            return None
+        # A zombie has exited; it only waits to be reaped.
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return None
+        return None if state == "Z" else pid
+
+    def record(self, name: str, pid: int) -> None:
+        start = _starttime(pid)
+        if start is None:
+            raise RuntimeError(f"{name} exited at once (pid {pid})")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._file(name).write_text(f"{pid} {start}\n")
+
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        log: Path,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> int:
+        """Start ``argv`` in its own session, logging to ``log``; return its PID."""
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                list(argv),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        self.record(name, proc.pid)
+        return proc.pid
+
+    def stop(self, name: str, *, timeout: float = 10.0) -> bool:
+        """TERM, then KILL after ``timeout``, the process named ``name``; True if one was running."""
+        pid = self.running(name)
+        self._file(name).unlink(missing_ok=True) if pid is None else None
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.05)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.05)
+        self._file(name).unlink(missing_ok=True)
+        return True
+
+    def names(self) -> list[str]:
+        return sorted(p.stem for p in self.directory.glob("*.pid"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

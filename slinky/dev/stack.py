@@ -1,0 +1,588 @@
+"""The local development stack: real etcd + kube-apiserver + controller-manager, Slurm 26.05, Temporal.
+
+Everything listens on 127.0.0.0/8. Slow artefacts (the Kubernetes binaries, the Slurm rootfs) are cached
+outside the repository in ``$SLINKY_CACHE_DIR`` (default ``~/.cache/slinky-temporal``); run-time state lives
+in ``<repo>/.slinky-dev/`` (gitignored). ``up`` is idempotent; ``down`` stops exactly the processes that
+``up`` started (by PID and start time) and unmounts exactly what it mounted.
+See docs/dev-stack.md for the why of each step and the measured costs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from slinky import wellknown
+from slinky.dev.procs import ProcessTable
+
+REPO = Path(__file__).resolve().parents[2]
+STATE = Path(os.environ.get("SLINKY_DEV_DIR", REPO / ".slinky-dev"))
+CACHE = Path(os.environ.get("SLINKY_CACHE_DIR", Path.home() / ".cache" / "slinky-temporal"))
+KUBE_BIN = CACHE / "kube-v1.20.2" / "bin"
+SLURM_TARBALL = CACHE / "slurm" / "rootfs-forky.tar.zst"
+DEPLOY_DEV = REPO / "deploy" / "dev"
+
+HOST_PACKAGES = {
+    "go": "golang-go",
+    "etcd": "etcd-server",
+    "etcdctl": "etcd-client",
+    "rsync": "rsync",
+    "debootstrap": "debootstrap",
+    "zstd": "zstd",
+    "openssl": "openssl",
+}
+REFLECT2_DIR = Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Loopback ports of the stack; chosen away from the usual defaults so a real cluster can coexist."""
+
+    etcd_client: int = 23790
+    etcd_peer: int = 23800
+    apiserver: int = 16443
+    temporal: int = 17233
+    temporal_ui: int = 18233
+    temporal_http: int = 17243
+    temporal_metrics: int = 17253
+    slurmctld: int = 18817
+    slurmd: int = 18818
+    slurmrestd: int = 18820
+
+
+PORTS = Ports()
+SLURM_CTL_HOST = "slinkyctl"
+NODE_PREFIX = "slinky-node"
+NODE_CPUS = 8
+NODE_MEMORY_MIB = 16384
+ADMIN_TOKEN_FILE = "admin-token"
+
+
+def log(msg: str) -> None:
+    print(f"[dev] {msg}", flush=True)
+
+
+class StackError(RuntimeError):
+    """A step of the stack failed; the message says what to do."""
+
+
+def _run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, check=True, text=True, capture_output=True, **kw)  # type: ignore[call-overload, no-any-return]
+
+
+def _with_progress(label: str, argv: list[str]) -> None:
+    """Run a slow step, echoing its output and an elapsed-time ticker every 15 s."""
+    start = time.monotonic()
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.wait(15):
+            log(f"{label}: still working, {time.monotonic() - start:.0f}s elapsed")
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        proc = subprocess.run(argv, text=True)
+    finally:
+        done.set()
+    if proc.returncode != 0:
+        raise StackError(f"{label} failed (exit {proc.returncode}); see the output above")
+    log(f"{label}: done in {time.monotonic() - start:.0f}s")
+
+
+def _wait(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception:  # noqa: BLE001 - any failure means "not ready yet"
+            pass
+        time.sleep(0.1)
+    raise StackError(f"{what} not ready after {timeout:.0f}s; see {STATE / 'logs'}")
+
+
+def _still_alive(procs: ProcessTable, name: str, seconds: float = 1.0) -> None:
+    """Catch a process that dies at start (a bad flag, a port in use) before anything depends on it."""
+    time.sleep(seconds)
+    if procs.running(name) is None:
+        raise StackError(f"{name} exited right after start; see {STATE / 'logs' / (name + '.log')}")
+
+
+# --------------------------------------------------------------------------------------------- preflight
+def preflight() -> None:
+    if os.geteuid() != 0:
+        raise StackError("slinky dev up needs root (it mounts a Slurm chroot): run it as root, e.g. sudo -E")
+    if shutil.which("apt-get") is None:
+        raise StackError("apt-get not found: the dev stack needs a Debian 12 machine (apt-get install ...)")
+    missing = [pkg for tool, pkg in HOST_PACKAGES.items() if shutil.which(tool) is None]
+    if not REFLECT2_DIR.is_dir():
+        missing.append("golang-github-modern-go-reflect2-dev")
+    if missing:
+        log(f"installing host packages: {' '.join(missing)}")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        if subprocess.run(["apt-get", "update", "-qq"], env=env).returncode != 0:
+            raise StackError("apt-get update failed: check that the Debian archive is reachable")
+        if subprocess.run(["apt-get", "install", "-y", "-qq", *missing], env=env).returncode != 0:
+            raise StackError(f"apt-get install {' '.join(missing)} failed")
+
+
+def ensure_artifacts() -> None:
+    if not all((KUBE_BIN / b).is_file() for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")):
+        log("building kube-apiserver, kube-controller-manager, kube-scheduler v1.20.2 (once; ~6-10 min)")
+        _with_progress("kubernetes build", ["bash", str(DEPLOY_DEV / "build-kubernetes.sh"), str(KUBE_BIN)])
+    if not SLURM_TARBALL.is_file():
+        log("building the Slurm 26.05 rootfs with debootstrap (once; ~2 min)")
+        _with_progress("slurm rootfs", ["bash", str(DEPLOY_DEV / "build-slurm-rootfs.sh"), str(SLURM_TARBALL)])
+
+
+# --------------------------------------------------------------------------------------------- kubernetes
+def _kube_dir() -> Path:
+    return STATE / "kube"
+
+
+def _write_certs() -> None:
+    d = _kube_dir()
+    if (d / "apiserver.crt").is_file():
+        return
+    d.mkdir(parents=True, exist_ok=True)
+    _run(["openssl", "genrsa", "-out", str(d / "ca.key"), "2048"])
+    _run(["openssl", "req", "-x509", "-new", "-key", str(d / "ca.key"), "-subj", "/CN=slinky-dev-ca",
+          "-days", "3650", "-out", str(d / "ca.crt")])
+    _run(["openssl", "genrsa", "-out", str(d / "apiserver.key"), "2048"])
+    ext = d / "san.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc\n")
+    _run(["openssl", "req", "-new", "-key", str(d / "apiserver.key"), "-subj", "/CN=kube-apiserver",
+          "-out", str(d / "apiserver.csr")])
+    _run(["openssl", "x509", "-req", "-in", str(d / "apiserver.csr"), "-CA", str(d / "ca.crt"),
+          "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-days", "3650", "-extfile", str(ext),
+          "-out", str(d / "apiserver.crt")])
+    _run(["openssl", "genrsa", "-out", str(d / "sa.key"), "2048"])
+    _run(["openssl", "rsa", "-in", str(d / "sa.key"), "-pubout", "-out", str(d / "sa.pub")])
+    token = secrets.token_hex(24)
+    (d / ADMIN_TOKEN_FILE).write_text(token + "\n")
+    (d / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
+    for f in d.iterdir():
+        f.chmod(0o600)
+    ca = base64.b64encode((d / "ca.crt").read_bytes()).decode()
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "slinky-dev", "cluster": {
+            "server": f"https://127.0.0.1:{PORTS.apiserver}", "certificate-authority-data": ca}}],
+        "users": [{"name": "admin", "user": {"token": token}}],
+        "contexts": [{"name": "slinky-dev", "context": {"cluster": "slinky-dev", "user": "admin"}}],
+        "current-context": "slinky-dev",
+    }
+    (d / "kubeconfig").write_text(json.dumps(kubeconfig, indent=2))
+    (d / "kubeconfig").chmod(0o600)
+
+
+def _apiserver_ready() -> bool:
+    import ssl
+
+    d = _kube_dir()
+    ctx = ssl.create_default_context(cafile=str(d / "ca.crt"))
+    token = (d / ADMIN_TOKEN_FILE).read_text().strip()
+    req = urllib.request.Request(f"https://127.0.0.1:{PORTS.apiserver}/readyz",
+                                 headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, context=ctx, timeout=2) as resp:
+        return bool(resp.status == 200)
+
+
+def start_kubernetes(procs: ProcessTable) -> None:
+    _write_certs()
+    d = _kube_dir()
+    logs = STATE / "logs"
+    if procs.running("etcd") is None:
+        (STATE / "etcd").mkdir(parents=True, exist_ok=True)
+        procs.start("etcd", [
+            "etcd", "--name", "slinky-dev", "--data-dir", str(STATE / "etcd"),
+            "--listen-client-urls", f"http://127.0.0.1:{PORTS.etcd_client}",
+            "--advertise-client-urls", f"http://127.0.0.1:{PORTS.etcd_client}",
+            "--listen-peer-urls", f"http://127.0.0.1:{PORTS.etcd_peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{PORTS.etcd_peer}",
+            "--initial-cluster", f"slinky-dev=http://127.0.0.1:{PORTS.etcd_peer}",
+            "--quota-backend-bytes", str(4 * 1024**3),
+        ], log=logs / "etcd.log")
+        log("etcd started")
+    else:
+        log("etcd already running")
+    if procs.running("kube-apiserver") is None:
+        procs.start("kube-apiserver", [
+            str(KUBE_BIN / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{PORTS.etcd_client}",
+            f"--secure-port={PORTS.apiserver}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--cert-dir={d}", f"--tls-cert-file={d / 'apiserver.crt'}",
+            f"--tls-private-key-file={d / 'apiserver.key'}", f"--client-ca-file={d / 'ca.crt'}",
+            "--authorization-mode=Node,RBAC", f"--token-auth-file={d / 'tokens.csv'}",
+            "--endpoint-reconciler-type=none",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={d / 'sa.pub'}", f"--service-account-signing-key-file={d / 'sa.key'}",
+            "--api-audiences=api", "--service-cluster-ip-range=10.96.0.0/16",
+            "--disable-admission-plugins=ServiceAccount", "--allow-privileged=true",
+            "--max-requests-inflight=800", "--max-mutating-requests-inflight=400",
+        ], log=logs / "kube-apiserver.log")
+        log("kube-apiserver started")
+    else:
+        log("kube-apiserver already running")
+    _wait("kube-apiserver", _apiserver_ready, timeout=90)
+    if procs.running("kube-controller-manager") is None:
+        procs.start("kube-controller-manager", [
+            str(KUBE_BIN / "kube-controller-manager"), f"--kubeconfig={d / 'kubeconfig'}",
+            "--controllers=job,garbagecollector,namespace,replicaset,deployment",
+            "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0", "--port=0",
+            "--kube-api-qps=200", "--kube-api-burst=400",
+        ], log=logs / "kube-controller-manager.log")
+        _still_alive(procs, "kube-controller-manager")
+        log("kube-controller-manager started")
+    else:
+        log("kube-controller-manager already running")
+
+
+def start_node_agent(procs: ProcessTable, nodes: int) -> None:
+    if procs.running("node-agent") is not None:
+        log("node agent already running")
+        return
+    procs.start("node-agent", [
+        sys.executable, "-m", "slinky.dev.node_agent", "--kubeconfig", str(_kube_dir() / "kubeconfig"),
+        "--nodes", str(nodes), "--prefix", NODE_PREFIX, "--cpu", str(NODE_CPUS),
+        "--memory", f"{NODE_MEMORY_MIB}Mi",
+    ], log=STATE / "logs" / "node-agent.log", cwd=REPO)
+    _still_alive(procs, "node-agent")
+    log(f"node agent started with {nodes} nodes")
+
+
+# --------------------------------------------------------------------------------------------- slurm
+def _slurm_root() -> Path:
+    return STATE / "slurm" / "root"
+
+
+def _mounts_file() -> Path:
+    return STATE / "slurm" / "mounts"
+
+
+def _node_addr(i: int) -> str:
+    return f"127.26.{i // 250}.{i % 250 + 1}"
+
+
+def _slurm_conf() -> str:
+    return f"""# Written by slinky dev up. Tuned for fast external-job scheduling (docs/dev-stack.md).
+ClusterName=slinky
+SlurmctldHost={SLURM_CTL_HOST}
+SlurmctldPort={PORTS.slurmctld}
+SlurmdPort={PORTS.slurmd}
+SlurmUser=slurm
+SlurmdUser=root
+AuthType=auth/munge
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key
+CredType=cred/munge
+StateSaveLocation=/var/spool/slurmctld
+SlurmdSpoolDir=/var/spool/slurmd/%n
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmctldPidFile=/run/slurmctld.pid
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+MaxNodeCount=2100
+ReturnToService=2
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval=1,bf_interval=1,bf_continue,default_queue_depth=1000
+MinJobAge=60
+KillWait=5
+CompleteWait=0
+MessageTimeout=10
+SlurmdTimeout=30
+InactiveLimit=0
+Waittime=0
+MaxJobCount=100000
+NodeSet=bridgens Feature={wellknown.DEFAULT_PARTITION}
+NodeSet=realns Feature=real
+PartitionName={wellknown.DEFAULT_PARTITION} Nodes=bridgens Default=YES State=UP MaxTime=INFINITE
+PartitionName=real Nodes=realns State=UP MaxTime=INFINITE
+"""
+
+
+def _chroot(*argv: str, user: str | None = None) -> list[str]:
+    base = ["chroot"]
+    if user:
+        base.append(f"--userspec={user}:{user}")
+    return [*base, str(_slurm_root()), "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", *argv]
+
+
+def _prepare_slurm_root(nodes: int) -> None:
+    root = _slurm_root()
+    if not (root / "usr" / "sbin" / "slurmctld").is_file():
+        log("extracting the cached Slurm rootfs")
+        root.mkdir(parents=True, exist_ok=True)
+        _run(["tar", "-C", str(root), "-I", "zstd", "-xf", str(SLURM_TARBALL)])
+    etc = root / "etc"
+    (etc / "slurm").mkdir(exist_ok=True)
+    (etc / "slurm" / "slurm.conf").write_text(_slurm_conf())
+    (etc / "slurm" / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
+    key = etc / "slurm" / "jwt_hs256.key"
+    if not key.is_file():
+        key.write_bytes(secrets.token_bytes(32))
+    hosts = [f"127.0.0.1 localhost {SLURM_CTL_HOST}"]
+    # Every node name must resolve inside the chroot, or each allocation stalls slurmctld ~10 s per node.
+    hosts += [f"{_node_addr(i)} {NODE_PREFIX}-{i}" for i in range(1, max(nodes, 64) + 1)]
+    (etc / "hosts").write_text("\n".join(hosts) + "\n")
+    (etc / "nsswitch.conf").write_text("passwd: files\ngroup: files\nshadow: files\nhosts: files\n")
+    (etc / "resolv.conf").write_text("")
+    passwd = (etc / "passwd").read_text()
+    if "slurmrest:" not in passwd:
+        _run(["chroot", str(root), "/usr/sbin/useradd", "--system", "--no-create-home", "slurmrest"])
+    for sub in ("var/spool/slurmctld", "var/log/slurm", "var/spool/slurmd"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    _run(["chroot", str(root), "/bin/chown", "-R", "slurm:slurm", "/var/spool/slurmctld", "/var/log/slurm",
+          "/etc/slurm/jwt_hs256.key"])
+    key.chmod(0o600)
+
+
+def _mount_slurm_root() -> None:
+    root = _slurm_root()
+    recorded = _mounts_file().read_text().split() if _mounts_file().is_file() else []
+    active = Path("/proc/mounts").read_text()
+    wanted = [
+        ("proc", ["-t", "proc", "proc"]),
+        ("sys", ["-t", "sysfs", "-o", "ro", "sysfs"]),
+        ("dev", ["--bind", "/dev"]),
+        ("run", ["-t", "tmpfs", "-o", "mode=0755", "tmpfs"]),
+    ]
+    for sub, args in wanted:
+        target = root / sub
+        target.mkdir(exist_ok=True)
+        if f" {target} " in active:
+            continue
+        _run(["mount", *args, str(target)])
+        recorded.append(str(target))
+    _mounts_file().write_text("\n".join(dict.fromkeys(recorded)) + "\n")
+
+
+def _unmount_slurm_root() -> None:
+    if not _mounts_file().is_file():
+        return
+    active = Path("/proc/mounts").read_text()
+    for target in reversed(_mounts_file().read_text().split()):
+        if f" {target} " in active:
+            subprocess.run(["umount", "-l", target], check=False)
+    _mounts_file().unlink()
+
+
+def _rest_ready() -> bool:
+    """slurmrestd answers; a JWT ping (auth included) is checked by the tests, not here."""
+    jwt = STATE / "slurm" / "jwt"
+    headers = {"X-SLURM-USER-NAME": "slurm"}
+    if jwt.is_file():
+        headers["X-SLURM-USER-TOKEN"] = jwt.read_text().strip()
+    req = urllib.request.Request(f"http://127.0.0.1:{PORTS.slurmrestd}/slurm/v0.0.44/ping", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except urllib.error.HTTPError as err:  # 401 before a token exists still means "serving"
+        return not jwt.is_file() and err.code == 401
+
+
+def start_slurm(procs: ProcessTable, nodes: int) -> None:
+    names = ("munged", "slurmctld", "slurmrestd")
+    alive = [n for n in names if procs.running(n) is not None]
+    if len(alive) == len(names):
+        log("Slurm already running")
+        _ensure_slurm_nodes(nodes)
+        if not (STATE / "slurm" / "jwt").is_file():
+            _mint_jwt()
+        return
+    for n in alive:  # a partial Slurm is restarted as a whole
+        procs.stop(n)
+    _prepare_slurm_root(nodes)
+    _mount_slurm_root()
+    root = _slurm_root()
+    (root / "run" / "munge").mkdir(exist_ok=True)
+    _run(["chroot", str(root), "/bin/chown", "munge:munge", "/run/munge"])
+    logs = STATE / "logs"
+    procs.start("munged", _chroot("/usr/sbin/munged", "--foreground", "--force", user="munge"),
+                log=logs / "munged.log")
+    _wait("munged", lambda: (root / "run" / "munge" / "munge.socket.2").exists(), timeout=20)
+    # unshare --uts gives slurmctld the hostname that matches SlurmctldHost; exec keeps the PID.
+    procs.start("slurmctld", ["unshare", "--uts", "--", "sh", "-c",
+                              f'hostname {SLURM_CTL_HOST} && exec "$@"', "sh",
+                              *_chroot("/usr/sbin/slurmctld", "-D", "-i")], log=logs / "slurmctld.log")
+    _wait("slurmctld", lambda: _run(_chroot("/usr/bin/scontrol", "ping")).stdout.count("UP") > 0, timeout=30)
+    rest = _chroot("/usr/sbin/slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld",
+                   f"127.0.0.1:{PORTS.slurmrestd}", user="slurmrest")
+    rest.insert(rest.index("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), "SLURM_JWT=daemon")
+    procs.start("slurmrestd", rest, log=logs / "slurmrestd.log")
+    _wait("slurmrestd", _rest_ready, timeout=30)
+    _ensure_slurm_nodes(nodes)
+    _mint_jwt()
+    log(f"Slurm up: slurmctld, slurmrestd on 127.0.0.1:{PORTS.slurmrestd}, {nodes} external nodes")
+
+
+def _ensure_slurm_nodes(nodes: int) -> None:
+    """One Slurm external node per Kubernetes node, same CPUs and memory, in the bridge partition."""
+    out = _run(_chroot("/usr/bin/sinfo", "-h", "-N", "-o", "%N")).stdout.split()
+    existing = set(out)
+    for i in range(1, nodes + 1):
+        name = f"{NODE_PREFIX}-{i}"
+        if name in existing:
+            continue
+        _run(_chroot("/usr/bin/scontrol", "create", f"NodeName={name}", f"NodeAddr={_node_addr(i)}",
+                     "State=EXTERNAL", "Sockets=1", f"CoresPerSocket={NODE_CPUS}", "ThreadsPerCore=1",
+                     f"CPUs={NODE_CPUS}", f"RealMemory={NODE_MEMORY_MIB}",
+                     f"Feature={wellknown.DEFAULT_PARTITION}"))
+
+
+def _mint_jwt() -> None:
+    out = _run(_chroot("/usr/bin/scontrol", "token", "username=slurm", "lifespan=31536000")).stdout.strip()
+    token = out.split("=", 1)[1] if out.startswith("SLURM_JWT=") else out
+    path = STATE / "slurm" / "jwt"
+    path.write_text(token + "\n")
+    path.chmod(0o600)
+
+
+# --------------------------------------------------------------------------------------------- temporal
+def temporal_cli() -> Path:
+    return Path(sysconfig.get_path("scripts")) / "temporal"
+
+
+def _temporal_ready() -> bool:
+    return (
+        subprocess.run([str(temporal_cli()), "operator", "cluster", "health", "--address",
+                        f"127.0.0.1:{PORTS.temporal}"], capture_output=True, timeout=5).returncode == 0
+    )
+
+
+def start_temporal(procs: ProcessTable) -> None:
+    if procs.running("temporal") is not None:
+        log("Temporal already running")
+        return
+    argv = [
+        str(temporal_cli()), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(PORTS.temporal),
+        "--ui-port", str(PORTS.temporal_ui), "--http-port", str(PORTS.temporal_http),
+        "--metrics-port", str(PORTS.temporal_metrics), "--ui-disable-news-fetch",
+        "--db-filename", str(STATE / "temporal.db"),
+        "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=off",
+        "--dynamic-config-value", "frontend.enableServerVersionCheck=false",
+        "--dynamic-config-value", 'history.timerProcessorMaxTimeShift="10ms"',
+        "--dynamic-config-value", 'history.workflowIdReuseMinimalInterval="0s"',
+        "--log-level", "warn",
+    ]
+    for name, kind in wellknown.SEARCH_ATTRIBUTES.items():
+        argv += ["--search-attribute", f"{name}={kind}"]
+    procs.start("temporal", argv, log=STATE / "logs" / "temporal.log")
+    _wait("Temporal", _temporal_ready, timeout=60)
+    log(f"Temporal up on 127.0.0.1:{PORTS.temporal}, UI http://127.0.0.1:{PORTS.temporal_ui}")
+
+
+# --------------------------------------------------------------------------------------------- env file
+def env_values() -> dict[str, str]:
+    return {
+        "KUBECONFIG": str(_kube_dir() / "kubeconfig"),
+        "TEMPORAL_ADDRESS": f"127.0.0.1:{PORTS.temporal}",
+        "TEMPORAL_NAMESPACE": "default",
+        "TEMPORAL_UI_URL": f"http://127.0.0.1:{PORTS.temporal_ui}",
+        "SLURM_REST_URL": f"http://127.0.0.1:{PORTS.slurmrestd}",
+        "SLURM_JWT_FILE": str(STATE / "slurm" / "jwt"),
+        "SLINKY_DEV_KUBE_BIN": str(KUBE_BIN),
+        "PATH": f"{temporal_cli().parent}:$PATH",
+    }
+
+
+def write_env() -> Path:
+    path = STATE / "env"
+    lines = [f'export {k}="{v}"' for k, v in env_values().items()]
+    path.write_text("# Written by `slinky dev up`: source it in a shell.\n" + "\n".join(lines) + "\n")
+    return path
+
+
+# --------------------------------------------------------------------------------------------- commands
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "node-agent", "munged", "slurmctld",
+              "slurmrestd", "temporal")
+
+
+def up(*, nodes: int = 4, slurmd: int = 0, workers: bool = True) -> int:
+    started = time.monotonic()
+    try:
+        preflight()
+        ensure_artifacts()
+        STATE.mkdir(parents=True, exist_ok=True)
+        procs = ProcessTable(STATE / "pids")
+        start_kubernetes(procs)
+        start_node_agent(procs, nodes)
+        start_slurm(procs, nodes)
+        start_temporal(procs)
+        if slurmd:
+            log("--slurmd: real slurmd daemons are not started yet (see docs/dev-stack.md)")
+        env = write_env()
+    except StackError as err:
+        print(f"slinky dev up: {err}", file=sys.stderr)
+        return 1
+    for k, v in env_values().items():
+        print(f'export {k}="{v}"')
+    log(f"stack up in {time.monotonic() - started:.1f}s; env file: {env} (source it)")
+    return 0
+
+
+def status() -> int:
+    procs = ProcessTable(STATE / "pids")
+    checks: dict[str, Callable[[], bool]] = {
+        "kube-apiserver": _apiserver_ready,
+        "slurmrestd": _rest_ready,
+        "temporal": _temporal_ready,
+    }
+    healthy = True
+    for name in COMPONENTS:
+        pid = procs.running(name)
+        state = "stopped"
+        if pid is not None:
+            ok = True
+            if name in checks:
+                try:
+                    ok = checks[name]()
+                except Exception:  # noqa: BLE001
+                    ok = False
+            state = f"running (pid {pid})" + ("" if ok else ", NOT HEALTHY")
+            healthy &= ok
+        else:
+            healthy = False
+        print(f"{name:26} {state}")
+    return 0 if healthy else 1
+
+
+def down() -> int:
+    procs = ProcessTable(STATE / "pids")
+    # Reverse start order: clients before servers.
+    extra = [n for n in procs.names() if n not in COMPONENTS]  # workers and anything started later
+    for name in [*extra, *reversed(COMPONENTS)]:
+        if procs.stop(name):
+            log(f"stopped {name}")
+    _unmount_slurm_root()
+    log("stack down")
+    return 0
+
+
+def load_env_file(path: Path | None = None) -> dict[str, str]:
+    """Parse the env file ``up`` wrote into a dict (``$PATH`` references are left out)."""
+    values: dict[str, str] = {}
+    for line in (path or STATE / "env").read_text().splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, value = line[len("export "):].split("=", 1)
+            values[key] = value.strip('"')
+    return values
