@@ -43,6 +43,7 @@ HOST_PACKAGES = {
     "debootstrap": "debootstrap",
     "zstd": "zstd",
     "openssl": "openssl",
+    "kubectl": "kubernetes-client",
 }
 REFLECT2_DIR = Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
 
@@ -540,7 +541,8 @@ def up(*, nodes: int = 4, slurmd: int = 0, workers: bool = True) -> int:
     return 0
 
 
-def status() -> int:
+def status(*, quiet: bool = False) -> int:
+    """Print each component's health; exit code 0 only when every one is running and answering."""
     procs = ProcessTable(STATE / "pids")
     checks: dict[str, Callable[[], bool]] = {
         "kube-apiserver": _apiserver_ready,
@@ -562,7 +564,8 @@ def status() -> int:
             healthy &= ok
         else:
             healthy = False
-        print(f"{name:26} {state}")
+        if not quiet:
+            print(f"{name:26} {state}")
     return 0 if healthy else 1
 
 

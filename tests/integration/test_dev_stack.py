@@ -1,0 +1,159 @@
+"""The dev stack is made of real parts: each test exercises one server through its real API."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client, config
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from slinky import wellknown
+from tests.integration.smoke_workflow import SmokeWorkflow, greet
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def core(dev_env: dict[str, str]) -> client.CoreV1Api:
+    return client.CoreV1Api(config.new_client_from_config(config_file=dev_env["KUBECONFIG"]))
+
+
+@pytest.fixture
+def namespace(core: client.CoreV1Api) -> Iterator[str]:
+    name = f"stack-{uuid.uuid4().hex[:8]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name)
+
+
+def slurm(dev_env: dict[str, str], token: str | None = None) -> httpx.Client:
+    jwt = token if token is not None else Path(dev_env["SLURM_JWT_FILE"]).read_text().strip()
+    return httpx.Client(base_url=dev_env["SLURM_REST_URL"], timeout=30,
+                        headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": jwt})
+
+
+def eventually(check: Any, timeout: float = 30.0, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
+
+
+def test_kubernetes_nodes_are_ready_and_match_slurm_external_nodes(
+    dev_env: dict[str, str], core: client.CoreV1Api
+) -> None:
+    nodes = {n.metadata.name: n for n in core.list_node().items}
+    assert len(nodes) >= 1
+    for node in nodes.values():
+        ready = [c for c in node.status.conditions if c.type == "Ready"]
+        assert ready and ready[0].status == "True", node.metadata.name
+    with slurm(dev_env) as rest:
+        answer = rest.get("/slurm/v0.0.44/nodes").raise_for_status().json()
+    slurm_nodes = {n["name"]: n for n in answer["nodes"] if "EXTERNAL" in n["state"]}
+    assert set(slurm_nodes) == set(nodes)
+    for name, node in nodes.items():
+        assert slurm_nodes[name]["cpus"] == int(node.status.capacity["cpu"])
+        assert slurm_nodes[name]["real_memory"] * 1024 * 1024 == _bytes(node.status.capacity["memory"])
+        assert slurm_nodes[name]["partitions"] == [wellknown.DEFAULT_PARTITION]
+
+
+def _bytes(quantity: str) -> int:
+    units = {"Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
+    for suffix, factor in units.items():
+        if quantity.endswith(suffix):
+            return int(quantity[: -len(suffix)]) * factor
+    return int(quantity)
+
+
+def test_job_controller_creates_pods_and_completes_the_job(
+    dev_env: dict[str, str], core: client.CoreV1Api, namespace: str
+) -> None:
+    api = config.new_client_from_config(config_file=dev_env["KUBECONFIG"])
+    batch = client.BatchV1Api(api)
+    template = client.V1PodTemplateSpec(
+        metadata=client.V1ObjectMeta(annotations={wellknown.ANNOTATION_SIM_RUN_SECONDS: "1"}),
+        spec=client.V1PodSpec(
+            restart_policy="Never",
+            scheduler_name=wellknown.SCHEDULER_NAME,
+            containers=[client.V1Container(name="main", image="busybox")],
+        ),
+    )
+    batch.create_namespaced_job(namespace, client.V1Job(
+        metadata=client.V1ObjectMeta(name="two"),
+        spec=client.V1JobSpec(parallelism=2, completions=2, template=template),
+    ))
+    pods = eventually(lambda: (lambda items: items if len(items) == 2 else None)(
+        core.list_namespaced_pod(namespace).items), timeout=30)
+    for pod in pods:
+        owner = pod.metadata.owner_references[0]
+        assert (owner.kind, owner.name) == ("Job", "two")
+        assert pod.spec.scheduler_name == wellknown.SCHEDULER_NAME
+        assert pod.spec.node_name is None  # nothing schedules them until we bind
+        body = client.V1Binding(metadata=client.V1ObjectMeta(name=pod.metadata.name),
+                                target=client.V1ObjectReference(kind="Node", name="slinky-node-1"))
+        resp = core.create_namespaced_pod_binding(pod.metadata.name, namespace, body, _preload_content=False)
+        resp.read()
+        resp.release_conn()
+    eventually(lambda: (batch.read_namespaced_job_status("two", namespace).status.succeeded or 0) == 2,
+               timeout=60)
+
+
+def test_rest_ping_needs_a_valid_jwt(dev_env: dict[str, str]) -> None:
+    with slurm(dev_env) as rest:
+        pings = rest.get("/slurm/v0.0.44/ping").raise_for_status().json()["pings"]
+        assert pings[0]["responding"] is True
+        assert rest.get("/slurm/v0.0.44/jobs").status_code == 200
+    with slurm(dev_env, token="not-a-jwt") as rest:
+        # slurmrestd 26.05 answers a malformed token with 511 (Network Authentication Required)
+        assert rest.get("/slurm/v0.0.44/jobs").status_code in (401, 511)
+
+
+def test_external_job_reaches_running_on_an_external_node(dev_env: dict[str, str]) -> None:
+    desc = {
+        "name": f"smoke-{uuid.uuid4().hex[:6]}", "partition": wellknown.DEFAULT_PARTITION,
+        "flags": ["EXTERNAL_JOB"], "minimum_nodes": 1, "maximum_nodes": 1, "tasks_per_node": 1,
+        "cpus_per_task": 1, "shared": ["none"], "current_working_directory": "/tmp",
+        "admin_comment": '{"pods": ["smoke/pod"]}',
+    }
+    with slurm(dev_env) as rest:
+        job_id = rest.post("/slurm/v0.0.44/job/submit", json={"job": desc}).raise_for_status().json()["job_id"]
+        try:
+            job = eventually(lambda: (lambda j: j if "RUNNING" in j["job_state"] else None)(
+                rest.get(f"/slurm/v0.0.44/job/{job_id}").json()["jobs"][0]), timeout=20)
+            assert job["nodes"].startswith("slinky-node-")
+            assert "EXTERNAL_JOB" in job["flags"]
+            assert job["admin_comment"] == desc["admin_comment"]
+        finally:
+            rest.delete(f"/slurm/v0.0.44/job/{job_id}").raise_for_status()
+
+
+async def test_temporal_workflow_with_an_activity_completes(dev_env: dict[str, str]) -> None:
+    temporal = await Client.connect(dev_env["TEMPORAL_ADDRESS"], namespace=dev_env["TEMPORAL_NAMESPACE"])
+    queue = f"smoke-{uuid.uuid4()}"
+    async with Worker(temporal, task_queue=queue, workflows=[SmokeWorkflow], activities=[greet]):
+        result = await temporal.execute_workflow(SmokeWorkflow.run, "slinky", id=queue, task_queue=queue)
+    assert result == "hello slinky"
+
+
+def test_dev_up_is_idempotent(dev_env: dict[str, str]) -> None:
+    out = subprocess.run([sys.executable, "-m", "slinky.cli", "dev", "up"], cwd=REPO, text=True,
+                         capture_output=True, check=True, timeout=120).stdout
+    for component in ("etcd", "kube-apiserver", "kube-controller-manager", "Slurm", "Temporal"):
+        assert f"{component} already running" in out
+    status = subprocess.run([sys.executable, "-m", "slinky.cli", "dev", "status"], cwd=REPO, text=True,
+                            capture_output=True, timeout=60)
+    assert status.returncode == 0, status.stdout
