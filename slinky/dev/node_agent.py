@@ -1,0 +1,988 @@
+"""A small simulated kubelet for the development stack (KWOK-like).
+
+No kubelet can run on the development machines, yet everything we build needs Ready nodes and pods that
+move through their phases. This agent owns N Node objects: it keeps them Ready (status heartbeat plus a
+``kube-node-lease`` Lease, as a kubelet does) and plays the kubelet's part for pods bound to them:
+
+* Pending -> Running as soon as a pod is bound to one of its nodes;
+* Running -> Succeeded after ``ANNOTATION_SIM_RUN_SECONDS`` seconds, or Failed when
+  ``ANNOTATION_SIM_EXIT_CODE`` is non-zero (no annotation: it runs until deleted);
+* graceful deletion: containers are marked terminated and the pod is deleted with a zero grace period,
+  so finalizers still hold it, as with a real kubelet.
+
+It is a controller in miniature: one watch on bound pods feeds a cache, a de-duplicating work queue and a
+few workers reconcile each pod from its latest state, and timers live in one heap. Everything is level
+triggered, so restarting the agent converges (a Running pod whose run time has passed completes at once).
+It talks to the API server with one ``httpx.AsyncClient`` configured from a kubeconfig.
+
+Run: ``python -m slinky.dev.node_agent --kubeconfig PATH --nodes N``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import dataclasses
+import datetime as dt
+import hashlib
+import heapq
+import json
+import logging
+import os
+import signal
+import ssl
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+import yaml
+
+from slinky import wellknown
+
+log = logging.getLogger("slinky.dev.node_agent")  # not __main__ under python -m
+
+Obj = dict[str, Any]
+PodKey = tuple[str, str]
+
+LEASE_NAMESPACE: Final = "kube-node-lease"
+LEASE_DURATION_SECONDS: Final = 40
+KUBELET_VERSION: Final = "v1.20.2"
+TERMINATED_ON_DELETE_EXIT_CODE: Final = 143
+"""What a container without a SIGTERM handler reports when the kubelet stops it: 128 + SIGTERM."""
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+STRATEGIC: Final = "application/strategic-merge-patch+json"
+MERGE: Final = "application/merge-patch+json"
+POD_SELECTOR: Final = "spec.nodeName!="
+"""Only bound pods; a field selector cannot name a set of nodes, so the agent filters to its own."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kubeconfig
+
+
+@dataclasses.dataclass(frozen=True)
+class KubeConfig:
+    """What the agent needs from a kubeconfig: where the server is and how to trust and reach it."""
+
+    server: str
+    ssl_context: ssl.SSLContext | bool
+    token: str | None = None
+
+
+def load_kubeconfig(path: str | Path, context: str | None = None) -> KubeConfig:
+    """Parse the parts of a kubeconfig the dev stack writes (and a bit more), without the full client.
+
+    Supported: server; ``certificate-authority-data`` or ``certificate-authority`` (relative to the file);
+    ``insecure-skip-tls-verify``; ``token`` or ``tokenFile``; client certificates as files or data.
+    """
+    path = Path(path)
+    doc = yaml.safe_load(path.read_text()) or {}
+    base = path.parent
+    ctx_name = context or doc.get("current-context")
+    contexts = {c["name"]: c.get("context", {}) for c in doc.get("contexts") or []}
+    if ctx_name not in contexts:
+        raise ValueError(f"kubeconfig {path}: context {ctx_name!r} not found")
+    ctx = contexts[ctx_name]
+    clusters = {c["name"]: c.get("cluster", {}) for c in doc.get("clusters") or []}
+    users = {u["name"]: u.get("user", {}) or {} for u in doc.get("users") or []}
+    cluster = clusters.get(ctx.get("cluster"))
+    if cluster is None:
+        raise ValueError(f"kubeconfig {path}: cluster {ctx.get('cluster')!r} not found")
+    user = users.get(ctx.get("user"), {})
+    server = str(cluster["server"]).rstrip("/")
+
+    verify: ssl.SSLContext | bool = True
+    if server.startswith("https://"):
+        if cluster.get("insecure-skip-tls-verify"):
+            verify = False
+        elif "certificate-authority-data" in cluster:
+            pem = base64.b64decode(cluster["certificate-authority-data"]).decode()
+            verify = ssl.create_default_context(cadata=pem)
+        elif "certificate-authority" in cluster:
+            verify = ssl.create_default_context(cafile=str(base / cluster["certificate-authority"]))
+        else:
+            verify = ssl.create_default_context()
+        if isinstance(verify, ssl.SSLContext):
+            _load_client_cert(verify, user, base)
+
+    token = user.get("token")
+    if token is None and "tokenFile" in user:
+        token = (base / user["tokenFile"]).read_text().strip()
+    return KubeConfig(server=server, ssl_context=verify, token=token)
+
+
+def _load_client_cert(ctx: ssl.SSLContext, user: Mapping[str, Any], base: Path) -> None:
+    """``load_cert_chain`` only reads files, so inline data goes through a private temporary directory."""
+    if "client-certificate" in user and "client-key" in user:
+        ctx.load_cert_chain(str(base / user["client-certificate"]), str(base / user["client-key"]))
+    elif "client-certificate-data" in user and "client-key-data" in user:
+        with tempfile.TemporaryDirectory() as tmp:
+            cert, key = Path(tmp, "cert.pem"), Path(tmp, "key.pem")
+            cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+            key.write_bytes(base64.b64decode(user["client-key-data"]))
+            ctx.load_cert_chain(str(cert), str(key))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Pure builders: node, lease and pod status
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeShape:
+    """Capacity and labels shared by every node of this agent."""
+
+    cpu: str = "8"
+    memory: str = "16Gi"
+    pods: int = 110
+    gpus: int = 0
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def rfc3339(t: float) -> str:
+    """Kubernetes ``Time``: RFC 3339 in UTC with second precision."""
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def micro_time(t: float) -> str:
+    """Kubernetes ``MicroTime`` (Lease renewTime): microsecond precision, required by the schema."""
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def node_names(prefix: str, count: int) -> list[str]:
+    return [f"{prefix}-{i}" for i in range(1, count + 1)]
+
+
+def node_capacity(shape: NodeShape) -> dict[str, str]:
+    capacity = {"cpu": shape.cpu, "memory": shape.memory, "pods": str(shape.pods)}
+    if shape.gpus:
+        capacity["nvidia.com/gpu"] = str(shape.gpus)
+    return capacity
+
+
+def node_labels(name: str, shape: NodeShape) -> dict[str, str]:
+    return {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        wellknown.LABEL_SIM_AGENT: "true",
+        **shape.labels,
+    }
+
+
+def node_conditions(now: float, since: float) -> list[Obj]:
+    """Ready=True and every pressure condition False, heartbeat ``now``, transitions at ``since``."""
+
+    def cond(type_: str, status: str, reason: str, message: str) -> Obj:
+        return {
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": rfc3339(now),
+            "lastTransitionTime": rfc3339(since),
+        }
+
+    return [
+        cond(
+            "MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"
+        ),
+        cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        cond(
+            "Ready", "True", "KubeletReady", "simulated kubelet (slinky node agent) is posting ready status"
+        ),
+    ]
+
+
+def node_status(name: str, shape: NodeShape, now: float, since: float) -> Obj:
+    capacity = node_capacity(shape)
+    return {
+        "capacity": capacity,
+        "allocatable": dict(capacity),
+        "conditions": node_conditions(now, since),
+        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "nodeInfo": {
+            "machineID": _digest(name)[:32],
+            "systemUUID": _digest("uuid/" + name)[:32],
+            "bootID": "",
+            "kernelVersion": "",
+            "osImage": "slinky simulated node",
+            "containerRuntimeVersion": "sim://0.1",
+            "kubeletVersion": KUBELET_VERSION,
+            "kubeProxyVersion": KUBELET_VERSION,
+            "operatingSystem": "linux",
+            "architecture": "amd64",
+        },
+    }
+
+
+def node_object(name: str, shape: NodeShape, now: float) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": node_labels(name, shape)},
+        "spec": {},
+        "status": node_status(name, shape, now, now),
+    }
+
+
+def lease_object(node: Obj, now: float) -> Obj:
+    """The kubelet's Lease: owned by its Node, so garbage collection removes it with the node."""
+    name = node["metadata"]["name"]
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": name,
+            "namespace": LEASE_NAMESPACE,
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+            ],
+        },
+        "spec": {
+            "holderIdentity": name,
+            "leaseDurationSeconds": LEASE_DURATION_SECONDS,
+            "renewTime": micro_time(now),
+        },
+    }
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def pod_ip(uid: str) -> str:
+    """Deterministic address in 10.244.0.0/16 (never .0 or .255), so a restarted agent reports the same IP."""
+    h = int(_digest(uid)[:8], 16)
+    return f"10.244.{(h >> 8) % 256}.{h % 254 + 1}"
+
+
+def _container_id(uid: str, name: str) -> str:
+    return "sim://" + _digest(f"{uid}/{name}")[:32]
+
+
+def _containers(pod: Obj, key: str) -> list[Obj]:
+    return list((pod.get("spec") or {}).get(key) or [])
+
+
+def running_status(pod: Obj, now: float) -> Obj:
+    """Status patch for Pending -> Running; keeps an existing ``startTime`` so restarts converge."""
+    uid = pod["metadata"]["uid"]
+    status = pod.get("status") or {}
+    start = status.get("startTime") or rfc3339(now)
+    ip = pod_ip(uid)
+
+    def cond(type_: str) -> Obj:
+        return {"type": type_, "status": "True", "lastProbeTime": None, "lastTransitionTime": rfc3339(now)}
+
+    return {
+        "status": {
+            "phase": "Running",
+            "hostIP": "127.0.0.1",
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "startTime": start,
+            "conditions": [cond("Initialized"), cond("Ready"), cond("ContainersReady"), cond("PodScheduled")],
+            "initContainerStatuses": [
+                _terminated(uid, c, 0, "Completed", start, rfc3339(now), ready=True)
+                for c in _containers(pod, "initContainers")
+            ]
+            or None,
+            "containerStatuses": [
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "containerID": _container_id(uid, c["name"]),
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": start}},
+                }
+                for c in _containers(pod, "containers")
+            ],
+        }
+    }
+
+
+def _terminated(uid: str, c: Obj, code: int, reason: str, started: str, finished: str, ready: bool) -> Obj:
+    return {
+        "name": c["name"],
+        "image": c.get("image", ""),
+        "imageID": "",
+        "containerID": _container_id(uid, c["name"]),
+        "ready": ready,
+        "started": False,
+        "restartCount": 0,
+        "state": {
+            "terminated": {
+                "exitCode": code,
+                "reason": reason,
+                "startedAt": started,
+                "finishedAt": finished,
+                "containerID": _container_id(uid, c["name"]),
+            }
+        },
+    }
+
+
+def terminated_status(pod: Obj, now: float, exit_code: int, phase: str | None) -> Obj:
+    """Status patch with every container terminated; ``phase`` None keeps it (stopped for deletion)."""
+    uid = pod["metadata"]["uid"]
+    status = pod.get("status") or {}
+    started = status.get("startTime") or rfc3339(now)
+    reason = "Completed" if exit_code == 0 else "Error"
+    if phase == "Succeeded":
+        not_ready = {"reason": "PodCompleted", "message": ""}
+    else:
+        names = ", ".join(c["name"] for c in _containers(pod, "containers"))
+        not_ready = {"reason": "ContainersNotReady", "message": f"containers with unready status: [{names}]"}
+
+    def cond(type_: str) -> Obj:
+        return {
+            "type": type_,
+            "status": "False",
+            "lastProbeTime": None,
+            "lastTransitionTime": rfc3339(now),
+            **not_ready,
+        }
+
+    patch: Obj = {
+        "conditions": [cond("Ready"), cond("ContainersReady")],
+        "containerStatuses": [
+            _terminated(uid, c, exit_code, reason, started, rfc3339(now), ready=False)
+            for c in _containers(pod, "containers")
+        ],
+    }
+    if phase is not None:
+        patch["phase"] = phase
+    return {"status": patch}
+
+
+@dataclasses.dataclass(frozen=True)
+class SimSpec:
+    """What the simulation annotations ask of a pod."""
+
+    run_seconds: float | None
+    exit_code: int
+
+
+def sim_spec(pod: Obj) -> SimSpec:
+    """Read the simulation annotations; malformed values are ignored with a warning, never fatal."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    run_seconds: float | None = None
+    exit_code = 0
+    raw = annotations.get(wellknown.ANNOTATION_SIM_RUN_SECONDS)
+    if raw is not None:
+        try:
+            run_seconds = max(0.0, float(raw))
+        except ValueError:
+            log.warning("pod %s: ignoring %s=%r", _name(pod), wellknown.ANNOTATION_SIM_RUN_SECONDS, raw)
+    raw = annotations.get(wellknown.ANNOTATION_SIM_EXIT_CODE)
+    if raw is not None:
+        try:
+            exit_code = int(raw)
+        except ValueError:
+            log.warning("pod %s: ignoring %s=%r", _name(pod), wellknown.ANNOTATION_SIM_EXIT_CODE, raw)
+    return SimSpec(run_seconds=run_seconds, exit_code=exit_code)
+
+
+def _name(pod: Obj) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def pod_key(pod: Obj) -> PodKey:
+    meta = pod["metadata"]
+    return meta["namespace"], meta["name"]
+
+
+def resource_version(obj: Obj) -> int:
+    """Resource versions are opaque, but this agent only ever talks to etcd3-backed servers (integers)."""
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Timers and work queue
+
+
+class TimerHeap:
+    """Deadlines (wall-clock seconds) in one heap instead of a task or thread per pod.
+
+    A key has at most one live deadline: pushing again supersedes the earlier one lazily.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, PodKey]] = []
+        self._live: dict[PodKey, float] = {}
+        self._seq = 0
+
+    def push(self, key: PodKey, deadline: float) -> None:
+        if self._live.get(key) == deadline:
+            return
+        self._live[key] = deadline
+        self._seq += 1
+        heapq.heappush(self._heap, (deadline, self._seq, key))
+
+    def cancel(self, key: PodKey) -> None:
+        self._live.pop(key, None)
+
+    def deadline(self, key: PodKey) -> float | None:
+        return self._live.get(key)
+
+    def pop_due(self, now: float) -> list[PodKey]:
+        due: list[PodKey] = []
+        while self._heap and self._heap[0][0] <= now:
+            deadline, _, key = heapq.heappop(self._heap)
+            if self._live.get(key) == deadline:
+                del self._live[key]
+                due.append(key)
+        return due
+
+    def next_deadline(self) -> float | None:
+        while self._heap and self._live.get(self._heap[0][2]) != self._heap[0][0]:
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+
+class WorkQueue:
+    """client-go's work queue semantics: a key is queued once, and never processed by two workers at once."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[PodKey] = asyncio.Queue()
+        self._dirty: set[PodKey] = set()
+        self._processing: set[PodKey] = set()
+
+    def add(self, key: PodKey) -> None:
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._queue.put_nowait(key)
+
+    async def get(self) -> PodKey:
+        key = await self._queue.get()
+        self._dirty.discard(key)
+        self._processing.add(key)
+        return key
+
+    def done(self, key: PodKey) -> None:
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._queue.put_nowait(key)
+
+    def __len__(self) -> int:
+        return self._queue.qsize()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# API access
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server; callers branch on ``status``."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"HTTP {status}: {body[:300]}")
+        self.status = status
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old (410): relist."""
+
+
+class Api:
+    """Just enough of the Kubernetes REST API, over one pooled ``httpx.AsyncClient``."""
+
+    def __init__(self, config: KubeConfig, max_connections: int = 32) -> None:
+        headers = {"Accept": "application/json", "User-Agent": "slinky-node-agent/0.1"}
+        if config.token:
+            headers["Authorization"] = f"Bearer {config.token}"
+        self.client = httpx.AsyncClient(
+            base_url=config.server,
+            verify=config.ssl_context,
+            headers=headers,
+            timeout=httpx.Timeout(30.0, connect=10.0),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        )
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Obj | None = None,
+        content_type: str = "application/json",
+        params: Mapping[str, str] | None = None,
+    ) -> Obj:
+        content = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": content_type} if content is not None else None
+        resp = await self.client.request(method, path, content=content, headers=headers, params=params)
+        if resp.status_code >= 300:
+            raise ApiError(resp.status_code, resp.text)
+        result: Obj = resp.json()
+        return result
+
+    async def list_all(self, path: str, params: Mapping[str, str]) -> tuple[list[Obj], str]:
+        """Paginated list; returns the items and the list's resourceVersion to watch from."""
+        items: list[Obj] = []
+        query = {**params, "limit": "500"}
+        while True:
+            page = await self.request("GET", path, params=query)
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            if not meta.get("continue"):
+                return items, str(meta.get("resourceVersion", ""))
+            query["continue"] = meta["continue"]
+
+    async def watch(self, path: str, params: Mapping[str, str], rv: str, timeout: int) -> AsyncIterator[Obj]:
+        """One watch request; yields events until the server closes it. Raises ``Gone`` on 410."""
+        query = {
+            **params,
+            "watch": "true",
+            "resourceVersion": rv,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout),
+        }
+        stream_timeout = httpx.Timeout(10.0, read=timeout + 30.0)
+        async with self.client.stream("GET", path, params=query, timeout=stream_timeout) as resp:
+            if resp.status_code == 410:
+                raise Gone()
+            if resp.status_code >= 300:
+                raise ApiError(resp.status_code, (await resp.aread()).decode(errors="replace"))
+            async for line in resp.aiter_lines():
+                if not line:
+                    continue
+                event: Obj = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    if status.get("code") == 410:
+                        raise Gone()
+                    raise ApiError(int(status.get("code") or 500), json.dumps(status))
+                yield event
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, ApiError):
+        return exc.status == 429 or exc.status >= 500
+    return isinstance(exc, httpx.TransportError)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The agent
+
+
+@dataclasses.dataclass
+class AgentOptions:
+    nodes: int
+    prefix: str = "slinky-node"
+    shape: NodeShape = dataclasses.field(default_factory=NodeShape)
+    heartbeat_seconds: float = 10.0
+    workers: int = 16
+    delete_nodes_on_exit: bool = False
+    watch_timeout_seconds: int = 300
+
+
+class NodeAgent:
+    """Keeps this agent's nodes Ready and plays the kubelet for pods bound to them."""
+
+    def __init__(self, api: Api, options: AgentOptions) -> None:
+        self.api = api
+        self.options = options
+        self.names = node_names(options.prefix, options.nodes)
+        self._own = frozenset(self.names)
+        self._nodes: dict[str, Obj] = {}
+        self._ready_since: dict[str, float] = {}
+        self._pods: dict[PodKey, Obj] = {}
+        self._started_at: dict[str, float] = {}
+        """Exact start time per pod uid (``status.startTime`` only has seconds); lost on restart."""
+        self._deleted_uids: set[str] = set()
+        self._failures: dict[PodKey, int] = {}
+        self._timers = TimerHeap()
+        self._timer_wakeup = asyncio.Event()
+        self._queue = WorkQueue()
+        self._sem = asyncio.Semaphore(options.workers)
+        self.synced = asyncio.Event()
+        """Set once the first pod list has been taken in (tests and benchmarks wait on it)."""
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self.register_nodes()
+        tasks = [
+            asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
+            asyncio.create_task(self._watch_loop(), name="watch"),
+            asyncio.create_task(self._timer_loop(), name="timers"),
+            *(asyncio.create_task(self._worker(), name=f"worker-{i}") for i in range(self.options.workers)),
+        ]
+        stopped = asyncio.create_task(stop.wait())
+        try:
+            done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not stopped:
+                    task.result()  # a loop must never end on its own: surface why it did
+                    raise RuntimeError(f"node agent task {task.get_name()} ended")
+        finally:
+            for task in [stopped, *tasks]:
+                task.cancel()
+            await asyncio.gather(stopped, *tasks, return_exceptions=True)
+            if self.options.delete_nodes_on_exit:
+                await self.delete_nodes()
+
+    # -- nodes --------------------------------------------------------------------------------------------
+
+    async def register_nodes(self) -> None:
+        """Create missing nodes, update labels of existing ones, and post a first Ready status."""
+        await asyncio.gather(*(self._bounded(self._register(name)) for name in self.names))
+        log.info("registered %d nodes %s..%s", len(self.names), self.names[0], self.names[-1])
+
+    async def _register(self, name: str) -> None:
+        now = time.time()
+        shape = self.options.shape
+        try:
+            node = await self.api.request("POST", "/api/v1/nodes", node_object(name, shape, now))
+            log.info("node %s created", name)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            node = await self.api.request(
+                "PATCH", f"/api/v1/nodes/{name}", {"metadata": {"labels": node_labels(name, shape)}}, MERGE
+            )
+            ready: Obj = next(
+                (c for c in node.get("status", {}).get("conditions") or [] if c["type"] == "Ready"), {}
+            )
+            since = parse_time(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
+            if since is not None:
+                self._ready_since[name] = since
+            log.info("node %s exists: updated", name)
+        self._ready_since.setdefault(name, now)
+        self._nodes[name] = node
+        await self._heartbeat(name)
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.options.heartbeat_seconds
+        while True:
+            await asyncio.sleep(interval)
+            results = await asyncio.gather(
+                *(self._bounded(self._heartbeat(name)) for name in self.names), return_exceptions=True
+            )
+            failed = [r for r in results if isinstance(r, BaseException)]
+            if failed:
+                log.warning("heartbeat failed for %d of %d nodes: %s", len(failed), len(results), failed[0])
+
+    async def _heartbeat(self, name: str) -> None:
+        """Node status (Ready, fresh heartbeat) and the Lease; recreate either if someone deleted it."""
+        now = time.time()
+        status = node_status(name, self.options.shape, now, self._ready_since[name])
+        try:
+            await self.api.request("PATCH", f"/api/v1/nodes/{name}/status", {"status": status}, STRATEGIC)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            log.info("node %s was deleted: recreating", name)
+            self._ready_since[name] = now
+            self._nodes[name] = await self.api.request(
+                "POST", "/api/v1/nodes", node_object(name, self.options.shape, now)
+            )
+        lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{name}"
+        try:
+            await self.api.request("PATCH", lease_path, {"spec": {"renewTime": micro_time(now)}}, MERGE)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            with contextlib.suppress(ApiError):  # 409: created concurrently, renewed next beat
+                await self.api.request(
+                    "POST",
+                    f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases",
+                    lease_object(self._nodes[name], now),
+                )
+
+    async def delete_nodes(self) -> None:
+        async def delete(name: str) -> None:
+            with contextlib.suppress(ApiError, httpx.TransportError):
+                await self.api.request("DELETE", f"/api/v1/nodes/{name}")
+            with contextlib.suppress(ApiError, httpx.TransportError):
+                await self.api.request(
+                    "DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{name}"
+                )
+
+        await asyncio.gather(*(self._bounded(delete(n)) for n in self.names))
+        log.info("deleted %d nodes", len(self.names))
+
+    async def _bounded(self, coro: Any) -> Any:
+        async with self._sem:
+            return await coro
+
+    # -- pod watch ----------------------------------------------------------------------------------------
+
+    async def _watch_loop(self) -> None:
+        """List then watch bound pods; resume from the last resourceVersion, relist on 410 Gone."""
+        params = {"fieldSelector": POD_SELECTOR}
+        rv: str | None = None
+        backoff = 0.5
+        while True:
+            try:
+                if rv is None:
+                    items, rv = await self.api.list_all("/api/v1/pods", params)
+                    self._replace(items)
+                    self.synced.set()
+                    log.info("listed %d pods on this agent's nodes (resourceVersion %s)", len(self._pods), rv)
+                async for event in self.api.watch(
+                    "/api/v1/pods", params, rv, self.options.watch_timeout_seconds
+                ):
+                    obj = event.get("object") or {}
+                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                    if event.get("type") != "BOOKMARK":
+                        self._observe(event.get("type", ""), obj)
+                backoff = 0.5
+            except Gone:
+                log.info("pod watch expired (410 Gone): relisting")
+                rv = None
+            except httpx.TransportError as exc:
+                # Resume from the same resourceVersion: most likely the connection just dropped.
+                log.warning("pod watch interrupted, resuming in %.1fs: %r", backoff, exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+            except (ApiError, json.JSONDecodeError) as exc:
+                # The server refused the watch (e.g. a resourceVersion from before an etcd wipe): relist.
+                log.warning("pod watch failed, relisting in %.1fs: %s", backoff, exc)
+                rv = None
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+
+    def _replace(self, items: Iterable[Obj]) -> None:
+        """Take in a fresh list: forget pods that vanished while we were not watching."""
+        seen: set[PodKey] = set()
+        for pod in items:
+            if self._observe("ADDED", pod):
+                seen.add(pod_key(pod))
+        for key in set(self._pods) - seen:
+            self._forget(key)
+
+    def _observe(self, kind: str, pod: Obj) -> bool:
+        """Update the cache from a watch event; returns whether the pod is on one of our nodes."""
+        if (pod.get("spec") or {}).get("nodeName") not in self._own:
+            return False
+        key = pod_key(pod)
+        if kind == "DELETED":
+            self._forget(key)
+            return True
+        cached = self._pods.get(key)
+        if cached is not None and cached["metadata"]["uid"] != pod["metadata"]["uid"]:
+            self._forget(key)  # a new pod with a recycled name
+            cached = None
+        if cached is None or resource_version(pod) >= resource_version(cached):
+            self._pods[key] = pod
+        self._queue.add(key)
+        return True
+
+    def _forget(self, key: PodKey) -> None:
+        pod = self._pods.pop(key, None)
+        self._timers.cancel(key)
+        self._failures.pop(key, None)
+        if pod is not None:
+            uid = pod["metadata"]["uid"]
+            self._deleted_uids.discard(uid)
+            self._started_at.pop(uid, None)
+
+    def _remember(self, key: PodKey, pod: Obj) -> None:
+        """Cache a write's answer, unless the watch already brought something newer."""
+        cached = self._pods.get(key)
+        if cached is not None and cached["metadata"]["uid"] == pod["metadata"]["uid"]:
+            if resource_version(pod) > resource_version(cached):
+                self._pods[key] = pod
+
+    # -- timers and workers ------------------------------------------------------------------------------
+
+    def _arm(self, key: PodKey, deadline: float) -> None:
+        if self._timers.deadline(key) == deadline:
+            return
+        next_before = self._timers.next_deadline()
+        self._timers.push(key, deadline)
+        if next_before is None or deadline < next_before:
+            self._timer_wakeup.set()
+
+    async def _timer_loop(self) -> None:
+        while True:
+            for key in self._timers.pop_due(time.time()):
+                self._queue.add(key)
+            nxt = self._timers.next_deadline()
+            self._timer_wakeup.clear()
+            timeout = None if nxt is None else max(0.0, nxt - time.time())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._timer_wakeup.wait(), timeout)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self._queue.get()
+            try:
+                await self._reconcile(key)
+                self._failures.pop(key, None)
+            except Exception as exc:
+                if isinstance(exc, ApiError) and exc.status == 404:
+                    log.debug("pod %s/%s vanished while being updated", *key)
+                elif _transient(exc):
+                    # Per-pod exponential backoff, and one warning per outage rather than one per retry.
+                    n = self._failures[key] = self._failures.get(key, 0) + 1
+                    delay = min(0.5 * 2**n, 30.0)
+                    (log.warning if n == 1 else log.debug)(
+                        "pod %s/%s: %r; retrying in %.0fs", *key, exc, delay
+                    )
+                    self._arm(key, time.time() + delay)
+                else:
+                    log.exception("pod %s/%s: giving up on this event", *key)
+            finally:
+                self._queue.done(key)
+
+    async def _reconcile(self, key: PodKey) -> None:
+        """Drive one pod one step towards what a kubelet would have made of it by now."""
+        pod = self._pods.get(key)
+        if pod is None:
+            return
+        meta, status = pod["metadata"], pod.get("status") or {}
+        phase = status.get("phase") or "Pending"
+        node = pod["spec"]["nodeName"]
+        path = f"/api/v1/namespaces/{key[0]}/pods/{key[1]}"
+        now = time.time()
+
+        if meta.get("deletionTimestamp"):
+            if meta["uid"] in self._deleted_uids:
+                return  # already released; finalizers (if any) hold it now, which is their point
+            self._timers.cancel(key)
+            if phase == "Running" and not _all_terminated(status):
+                patch = terminated_status(pod, now, TERMINATED_ON_DELETE_EXIT_CODE, phase=None)
+                self._remember(key, await self.api.request("PATCH", path + "/status", patch, STRATEGIC))
+                log.info("pod %s/%s on %s: containers stopped for deletion", *key, node)
+            body = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
+            try:
+                await self.api.request("DELETE", path, body)
+            except ApiError as exc:
+                if exc.status not in (404, 409):  # gone already, or a new pod with the same name
+                    raise
+            self._deleted_uids.add(meta["uid"])
+            log.info("pod %s/%s on %s: %s -> deleted", *key, node, phase)
+            return
+
+        if phase in TERMINAL_PHASES:
+            return
+
+        if phase != "Running":
+            pod = await self.api.request("PATCH", path + "/status", running_status(pod, now), STRATEGIC)
+            self._remember(key, pod)
+            self._started_at[meta["uid"]] = now
+            log.info("pod %s/%s on %s: %s -> Running", *key, node, phase)
+
+        spec = sim_spec(pod)
+        if spec.run_seconds is None:
+            return
+        started = self._started_at.get(meta["uid"]) or parse_time((pod.get("status") or {}).get("startTime"))
+        deadline = (started or now) + spec.run_seconds
+        if deadline > now:
+            self._arm(key, deadline)
+            return
+        final = "Succeeded" if spec.exit_code == 0 else "Failed"
+        patch = terminated_status(pod, now, spec.exit_code, phase=final)
+        self._remember(key, await self.api.request("PATCH", path + "/status", patch, STRATEGIC))
+        log.info("pod %s/%s on %s: Running -> %s (exit code %d)", *key, node, final, spec.exit_code)
+
+
+def _all_terminated(status: Obj) -> bool:
+    statuses = status.get("containerStatuses") or []
+    return bool(statuses) and all("terminated" in (s.get("state") or {}) for s in statuses)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Command line
+
+
+def _label(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected k=v, got {text!r}")
+    return key, value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m slinky.dev.node_agent", description=__doc__.split("\n")[0])
+    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="default: $KUBECONFIG")
+    p.add_argument("--context", default=None, help="kubeconfig context (default: current-context)")
+    p.add_argument("--nodes", type=int, required=True, help="number of nodes <prefix>-1..N")
+    p.add_argument("--prefix", default="slinky-node")
+    p.add_argument("--cpu", default="8", help="cpu capacity per node (quantity)")
+    p.add_argument("--memory", default="16Gi", help="memory capacity per node (quantity)")
+    p.add_argument("--gpus", type=int, default=0, help="nvidia.com/gpu per node (0: none)")
+    p.add_argument("--pods", type=int, default=110, help="pod capacity per node")
+    p.add_argument(
+        "--label", type=_label, action="append", default=[], metavar="K=V", help="extra node label"
+    )
+    p.add_argument("--heartbeat-seconds", type=float, default=10.0)
+    p.add_argument("--workers", type=int, default=16, help="concurrent API writes")
+    p.add_argument("--delete-nodes-on-exit", action="store_true")
+    p.add_argument("--log-level", default="INFO")
+    args = p.parse_args(argv)
+    if not args.kubeconfig:
+        p.error("--kubeconfig (or $KUBECONFIG) is required")
+    if args.nodes < 1:
+        p.error("--nodes must be at least 1")
+    return args
+
+
+async def amain(args: argparse.Namespace) -> int:
+    config = load_kubeconfig(args.kubeconfig, args.context)
+    options = AgentOptions(
+        nodes=args.nodes,
+        prefix=args.prefix,
+        shape=NodeShape(
+            cpu=args.cpu, memory=args.memory, pods=args.pods, gpus=args.gpus, labels=dict(args.label)
+        ),
+        heartbeat_seconds=args.heartbeat_seconds,
+        workers=args.workers,
+        delete_nodes_on_exit=args.delete_nodes_on_exit,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    api = Api(config, max_connections=args.workers + 4)
+    try:
+        await NodeAgent(api, options).run(stop)
+    finally:
+        await api.aclose()
+    log.info("node agent stopped")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request would drown the transitions
+    return asyncio.run(amain(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
