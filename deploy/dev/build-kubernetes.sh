@@ -42,4 +42,6 @@ make WHAT="cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler" >"
 for b in kube-apiserver kube-controller-manager kube-scheduler; do
   install -m 0755 "$(find _output -type f -name "$b" | head -n1)" "$out/$b"
 done
+# The build tree is ~2.5 GB; only the binaries are worth keeping.
+rm -rf "$work/gopath" "$work/tree" "$work/gocache"
 echo "[kube-build] done: $out"
