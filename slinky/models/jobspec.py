@@ -46,7 +46,7 @@ def pods_from_admin_comment(text: str | None) -> list[str] | None:
     that are not ``ns/name`` strings) gives None instead of raising, so that a reconcile loop can
     treat the job as foreign.
     """
-    if not text:
+    if not text or not isinstance(text, str):
         return None
     try:
         data = json.loads(text)

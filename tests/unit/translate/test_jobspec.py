@@ -129,7 +129,7 @@ def test_admin_comment_is_upstream_json_form() -> None:
 @pytest.mark.parametrize(
     "text",
     [None, "", "not json", "[]", '"ns/a"', '{"pod": ["ns/a"]}', '{"pods": []}', '{"pods": "ns/a"}',
-     '{"pods": [1]}', '{"pods": ["no-namespace"]}', '{"pods": ["ns/"]}', '{"pods": ["a/b/c"]}'],
+     '{"pods": [1]}', '{"pods": ["no-namespace"]}', '{"pods": ["ns/"]}', '{"pods": ["a/b/c"]}', 5],
     ids=[
         "none",
         "empty",
@@ -143,6 +143,7 @@ def test_admin_comment_is_upstream_json_form() -> None:
         "no slash",
         "empty name",
         "two slashes",
+        "not even text",
     ],
 )  # fmt: skip
 def test_pods_from_admin_comment_tolerates_junk(text: str | None) -> None:
