@@ -1,0 +1,348 @@
+"""One incremental job poll for every subscriber.
+
+slurmrestd has no watch API. :class:`JobWatcher` polls ``GET jobs?update_time=T`` once per interval
+(0.25 s by default) whatever the number of jobs or subscribers, and turns the answers into events:
+
+* ``ADDED``: a job ID seen for the first time (or again after it vanished or was reused);
+* ``CHANGED``: a job's state, reason, nodes, comments, limits or times changed;
+* ``FINISHED``: a job reached a terminal state (sent after ADDED when first seen finished);
+* ``VANISHED``: a job is no longer listed (purged after ``MinJobAge``, or lost in a slurmctld crash).
+
+When anything changed, slurmrestd answers with the **full** job list, not a delta, so every non-empty
+answer is a snapshot to diff against. When nothing changed it answers ``last_update=0`` and the client
+keeps the previous ``update_time``. After any error the next poll asks for the full list again (a resync),
+so an outage of slurmctld ends with one diff that reports whatever changed meanwhile.
+
+Job-ID reuse: a slurmctld killed within a few seconds of submissions loses them, and new submissions get
+the same IDs again. A job whose identity (by default its ``submit_time`` and ``name``) differs from the
+cached job with the same ID is reported as ``VANISHED`` (the old one) then ``ADDED`` (the new one). The
+``admin_comment`` is not in the default identity because the bridge legitimately rewrites it on pending
+jobs; pass ``identity=`` to add a key the caller owns, e.g. a UID stored in the ``admin_comment``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from slinky.clients.errors import SlurmError
+from slinky.clients.slurm.client import SlurmApi
+from slinky.clients.slurm.models import JobInfo
+
+__all__ = ["JobEvent", "JobEventType", "JobWatcher", "Subscription", "default_identity"]
+
+logger = logging.getLogger(__name__)
+
+
+class JobEventType(enum.StrEnum):
+    """What happened to a job."""
+
+    ADDED = "ADDED"
+    CHANGED = "CHANGED"
+    FINISHED = "FINISHED"
+    VANISHED = "VANISHED"
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One job event.
+
+    Attributes:
+        type: What happened.
+        job_id: The Slurm job ID.
+        job: The job as now seen; for VANISHED, the last job seen.
+        previous: The job as seen before (CHANGED, FINISHED), or None.
+        observed_at: ``time.monotonic()`` when the poll that saw it returned.
+    """
+
+    type: JobEventType
+    job_id: int
+    job: JobInfo
+    previous: JobInfo | None = None
+    observed_at: float = 0.0
+
+
+def default_identity(job: JobInfo) -> Hashable:
+    """What must stay equal for two sightings of a job ID to be the same job."""
+    return (job.submit_time, job.name)
+
+
+def _fingerprint(job: JobInfo) -> tuple[Any, ...]:
+    # Fields whose change is news for a subscriber; last_sched_evaluation and priority move on every
+    # scheduler pass and would flood subscribers with CHANGED events.
+    return (
+        tuple(job.job_state),
+        job.state_reason,
+        job.nodes,
+        job.admin_comment,
+        job.comment,
+        job.partition,
+        job.time_limit,
+        job.node_count,
+        job.start_time,
+        job.end_time,
+        tuple(job.flags),
+    )
+
+
+_Callback = Callable[[JobEvent], Awaitable[None] | None]
+_END = object()
+
+
+class Subscription:
+    """An async iterator over job events; close it (or leave ``async with``) to unsubscribe."""
+
+    def __init__(self, watcher: JobWatcher) -> None:
+        self._watcher = watcher
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self.closed = False
+
+    def _put(self, event: JobEvent) -> None:
+        if not self.closed:
+            self._queue.put_nowait(event)
+
+    def close(self) -> None:
+        """Unsubscribe; a pending ``__anext__`` ends the iteration."""
+        if not self.closed:
+            self.closed = True
+            self._watcher._subscriptions.discard(self)
+            self._queue.put_nowait(_END)
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> JobEvent:
+        item = await self._queue.get()
+        if item is _END:
+            raise StopAsyncIteration
+        assert isinstance(item, JobEvent)
+        return item
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+class JobWatcher:
+    """Polls ``jobs?update_time=`` once per interval and fans events out to every subscriber.
+
+    Args:
+        client: A :class:`~slinky.clients.slurm.SlurmClient` or the fake.
+        interval_seconds: Time between polls.
+        max_backoff_seconds: Longest wait between polls after repeated errors.
+        identity: Key that tells a reused job ID from the same job; see the module docstring.
+
+    Example::
+
+        watcher = JobWatcher(client)
+        async with watcher.running(), watcher.subscribe() as events:
+            async for event in events:
+                ...
+    """
+
+    def __init__(
+        self,
+        client: SlurmApi,
+        *,
+        interval_seconds: float = 0.25,
+        max_backoff_seconds: float = 5.0,
+        identity: Callable[[JobInfo], Hashable] = default_identity,
+    ) -> None:
+        self._client = client
+        self.interval_seconds = interval_seconds
+        self.max_backoff_seconds = max_backoff_seconds
+        self._identity = identity
+        self._jobs: dict[int, JobInfo] = {}
+        self._last_update: int | None = None
+        self._need_resync = True
+        self._synced_once = False
+        self._subscriptions: set[Subscription] = set()
+        self._callbacks: list[_Callback] = []
+        self._task: asyncio.Task[None] | None = None
+        self._synced = asyncio.Event()
+        self.polls = 0
+        self.errors = 0
+        self.consecutive_errors = 0
+
+    # --- subscribers ------------------------------------------------------------------------------------
+
+    def subscribe(self) -> Subscription:
+        """A new subscription that sees every event from now on."""
+        subscription = Subscription(self)
+        self._subscriptions.add(subscription)
+        return subscription
+
+    def add_callback(self, callback: _Callback) -> None:
+        """Call ``callback(event)`` (sync or async) for every event, in order, from the poll loop."""
+        self._callbacks.append(callback)
+
+    def remove_callback(self, callback: _Callback) -> None:
+        """Stop calling ``callback``."""
+        self._callbacks.remove(callback)
+
+    @property
+    def jobs(self) -> dict[int, JobInfo]:
+        """The jobs as last seen, by ID (a copy)."""
+        return dict(self._jobs)
+
+    @property
+    def last_update(self) -> int | None:
+        """The ``update_time`` the next poll sends."""
+        return self._last_update
+
+    def request_resync(self) -> None:
+        """Make the next poll fetch and diff the full list (e.g. after a known controller restart)."""
+        self._need_resync = True
+
+    async def wait_synced(self, timeout: float | None = None) -> None:
+        """Wait until the first full list has been read."""
+        await asyncio.wait_for(self._synced.wait(), timeout)
+
+    # --- polling ----------------------------------------------------------------------------------------
+
+    async def poll_once(self) -> list[JobEvent]:
+        """Run one poll and deliver its events; exposed for tests and for callers with their own loop.
+
+        Returns:
+            The events of this poll.
+
+        Raises:
+            SlurmError: The poll failed; the next poll resyncs.
+        """
+        update_time = None if self._need_resync else self._last_update
+        try:
+            page = await self._client.list_jobs(update_time)
+        except SlurmError:
+            self._need_resync = True
+            raise
+        finally:
+            self.polls += 1
+        now = time.monotonic()
+        self._need_resync = False
+        if page.last_update is not None:
+            self._last_update = page.last_update
+        if not page.changed:
+            return []
+        events = self._diff(page.jobs, now)
+        self._synced_once = True
+        self._synced.set()
+        await self._deliver(events)
+        return events
+
+    def _diff(self, jobs: list[JobInfo], now: float) -> list[JobEvent]:
+        events: list[JobEvent] = []
+        seen: dict[int, JobInfo] = {}
+        for job in jobs:
+            seen[job.job_id] = job
+            old = self._jobs.get(job.job_id)
+            if old is not None and self._identity(old) != self._identity(job):
+                logger.info(
+                    "Slurm job ID %s was reused (slurmctld lost the old job)",
+                    job.job_id,
+                    extra={"job_id": job.job_id},
+                )
+                events.append(JobEvent(JobEventType.VANISHED, job.job_id, old, None, now))
+                old = None
+            if old is None:
+                events.append(JobEvent(JobEventType.ADDED, job.job_id, job, None, now))
+                if job.is_finished:
+                    events.append(JobEvent(JobEventType.FINISHED, job.job_id, job, None, now))
+            elif _fingerprint(old) != _fingerprint(job):
+                kind = (
+                    JobEventType.FINISHED if job.is_finished and not old.is_finished else JobEventType.CHANGED
+                )
+                events.append(JobEvent(kind, job.job_id, job, old, now))
+        for job_id, old in self._jobs.items():
+            if job_id not in seen:
+                events.append(JobEvent(JobEventType.VANISHED, job_id, old, None, now))
+        self._jobs = seen
+        return events
+
+    async def _deliver(self, events: list[JobEvent]) -> None:
+        for event in events:
+            for subscription in list(self._subscriptions):
+                subscription._put(event)
+            for callback in list(self._callbacks):
+                try:
+                    result = callback(event)
+                    if result is not None:
+                        await result
+                except Exception:
+                    # One broken subscriber must not stop the others or the loop.
+                    logger.exception("job watcher callback failed", extra={"job_id": event.job_id})
+
+    async def run(self) -> None:
+        """Poll until cancelled. Errors are logged, back off, and cause a resync."""
+        delay = self.interval_seconds
+        while True:
+            started = time.monotonic()
+            try:
+                await self.poll_once()
+            except SlurmError as exc:
+                self.errors += 1
+                self.consecutive_errors += 1
+                delay = min(max(delay * 2, self.interval_seconds), self.max_backoff_seconds)
+                logger.warning("job watcher poll failed (%s); resyncing in %.2f s", type(exc).__name__, delay)
+                await asyncio.sleep(delay)
+                continue
+            self.consecutive_errors = 0
+            delay = self.interval_seconds
+            # Keep the period fixed: one request per interval, however long the poll took.
+            await asyncio.sleep(max(0.0, self.interval_seconds - (time.monotonic() - started)))
+
+    def start(self) -> asyncio.Task[None]:
+        """Start :meth:`run` as a background task (idempotent)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self.run(), name="slurm-job-watcher")
+        return self._task
+
+    async def stop(self) -> None:
+        """Stop the background task and end every subscription."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for subscription in list(self._subscriptions):
+            subscription.close()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[JobWatcher]:
+        """``async with watcher.running():`` starts the loop and stops it on exit."""
+        self.start()
+        try:
+            yield self
+        finally:
+            await self.stop()
+
+    async def wait_for(
+        self, job_id: int, predicate: Callable[[JobInfo], bool], timeout: float | None = None
+    ) -> JobInfo:
+        """Wait until the watcher sees ``job_id`` in a state that satisfies ``predicate``.
+
+        The watcher must be running. Returns at once if the cached job already matches.
+
+        Raises:
+            TimeoutError: Not seen within ``timeout`` seconds.
+        """
+        async with self.subscribe() as events:
+            current = self._jobs.get(job_id)
+            if current is not None and predicate(current):
+                return current
+
+            async def _wait() -> JobInfo:
+                async for event in events:
+                    if event.job_id == job_id and event.type is not JobEventType.VANISHED:
+                        if predicate(event.job):
+                            return event.job
+                raise TimeoutError(f"job watcher stopped before job {job_id} matched")
+
+            return await asyncio.wait_for(_wait(), timeout)
