@@ -1,0 +1,192 @@
+"""The job watcher: one poll per interval for every subscriber, events, resync and job-ID reuse."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from slinky.clients.errors import SlurmUnavailable
+from slinky.clients.slurm.client import JobsPage
+from slinky.clients.slurm.fake import FakeSlurmClient
+from slinky.clients.slurm.models import JobDescMsg, JobInfo
+from slinky.clients.slurm.watcher import JobEvent, JobEventType, JobWatcher
+from tests.unit.slurm.helpers import Router, make_client, sample
+
+A, C, F, VAN = JobEventType.ADDED, JobEventType.CHANGED, JobEventType.FINISHED, JobEventType.VANISHED
+
+
+def _fake(nodes: int = 2) -> FakeSlurmClient:
+    fake = FakeSlurmClient()
+    fake.add_partition("p")
+    for index in range(1, nodes + 1):
+        fake.add_node(f"n-{index}", partitions=["p"])
+    return fake
+
+
+def _job(name: str = "j", **kwargs: object) -> JobDescMsg:
+    return JobDescMsg(name=name, partition="p", flags=["EXTERNAL_JOB"], shared=["none"], **kwargs)  # type: ignore[arg-type]
+
+
+def _kinds(events: list[JobEvent]) -> list[tuple[JobEventType, int]]:
+    return [(e.type, e.job_id) for e in events]
+
+
+async def test_lifecycle_events_added_changed_finished_vanished() -> None:
+    fake = _fake()
+    watcher = JobWatcher(fake)
+    assert await watcher.poll_once() == []  # empty cluster, first full list
+    job_id = await fake.submit_job(_job())
+    assert _kinds(await watcher.poll_once()) == [(A, job_id)]
+    assert await watcher.poll_once() == []  # nothing changed: no events
+    fake.tick()
+    changed = await watcher.poll_once()
+    assert _kinds(changed) == [(C, job_id)]
+    assert changed[0].job.is_running and changed[0].previous is not None and changed[0].previous.is_pending
+    await fake.cancel_job(job_id)
+    finished = await watcher.poll_once()
+    assert _kinds(finished) == [(F, job_id)] and finished[0].job.state == "CANCELLED"
+    fake.purge_finished()
+    assert _kinds(await watcher.poll_once()) == [(VAN, job_id)]
+    assert watcher.jobs == {}
+
+
+async def test_one_request_per_poll_whatever_the_number_of_jobs_and_subscribers() -> None:
+    fake = _fake(nodes=4)
+    watcher = JobWatcher(fake)
+    subs = [watcher.subscribe() for _ in range(50)]
+    for index in range(300):
+        await fake.submit_job(_job(f"j{index}"))
+    fake.calls.clear()
+    for _ in range(3):
+        await watcher.poll_once()
+        fake.tick()
+    assert fake.calls == ["list_jobs"] * 3
+    first = [await subs[0].__anext__() for _ in range(300)]
+    assert {e.type for e in first} == {A}
+    for sub in subs:
+        sub.close()
+
+
+async def test_already_finished_job_is_added_then_finished() -> None:
+    fake = _fake()
+    job_id = await fake.submit_job(_job())
+    await fake.cancel_job(job_id)
+    assert _kinds(await JobWatcher(fake).poll_once()) == [(A, job_id), (F, job_id)]
+
+
+async def test_error_triggers_a_full_resync_that_reports_what_changed_meanwhile() -> None:
+    fake = _fake()
+    watcher = JobWatcher(fake)
+    running = await fake.submit_job(_job("r"))
+    fake.tick()
+    await watcher.poll_once()
+    first_update = watcher.last_update
+    fake.stop_controller()
+    with pytest.raises(SlurmUnavailable):
+        await watcher.poll_once()
+    # Meanwhile: the running job is cancelled, a new one arrives.
+    fake.start_controller()
+    await fake.cancel_job(running)
+    added = await fake.submit_job(_job("new"))
+    asked: list[int | None] = []
+    real_list_jobs = fake.list_jobs
+
+    async def spy(update_time: int | None = None) -> JobsPage:
+        asked.append(update_time)
+        return await real_list_jobs(update_time)
+
+    fake.list_jobs = spy  # type: ignore[method-assign]
+    events = await watcher.poll_once()
+    assert _kinds(events) == [(F, running), (A, added)]
+    assert asked == [None]  # one request, and a full list: a resync
+    assert watcher.last_update is not None and first_update is not None
+    assert watcher.last_update > first_update
+
+
+async def test_job_id_reuse_after_a_ctld_crash_is_vanished_then_added() -> None:
+    fake = _fake()
+    watcher = JobWatcher(fake, identity=lambda job: (job.submit_time, job.name, job.admin_comment))
+    old = await fake.submit_job(_job("old", admin_comment='{"uid":"a"}'))
+    await watcher.poll_once()
+    fake.crash(keep_job_ids=set())
+    new = await fake.submit_job(_job("old", admin_comment='{"uid":"b"}'))
+    assert new == old  # the ID is reused
+    events = await watcher.poll_once()
+    assert _kinds(events) == [(VAN, old), (A, new)]
+    assert events[0].job.admin_comment == '{"uid":"a"}' and events[1].job.admin_comment == '{"uid":"b"}'
+
+
+async def test_default_identity_treats_an_admin_comment_update_as_a_change() -> None:
+    fake = _fake()
+    watcher = JobWatcher(fake)
+    job_id = await fake.submit_job(_job("pend", hold=True, admin_comment="a"))
+    await watcher.poll_once()
+    await fake.update_job(job_id, JobDescMsg(admin_comment="b"))
+    assert _kinds(await watcher.poll_once()) == [(C, job_id)]
+
+
+async def test_reverted_job_after_crash_is_a_change_not_a_reuse() -> None:
+    fake = _fake()
+    watcher = JobWatcher(fake)
+    job_id = await fake.submit_job(_job())
+    fake.tick()
+    await watcher.poll_once()
+    # slurmctld came back with the early saved state: same job, PENDING again.
+    fake._jobs[job_id].state = "PENDING"
+    fake._release(fake._jobs[job_id])
+    fake._touch()
+    events = await watcher.poll_once()
+    assert _kinds(events) == [(C, job_id)] and events[0].job.is_pending
+
+
+async def test_watcher_over_http_keeps_update_time_when_server_answers_zero() -> None:
+    no_change = {"jobs": [], "last_update": {"set": True, "infinite": False, "number": 0}}
+    router = Router().add(
+        "GET", "/slurm/v0.0.44/jobs", (200, sample("get_job_running.json")), (200, no_change)
+    )
+    async with make_client(router) as client:
+        watcher = JobWatcher(client)
+        assert _kinds(await watcher.poll_once()) == [(A, 1)]
+        assert await watcher.poll_once() == []
+        assert await watcher.poll_once() == []
+    params = [r.url.params.get("update_time") for r in router.requests]
+    assert params == [None, "1795320019", "1795320019"]
+    assert watcher.jobs[1].is_running  # the zero answer did not wipe the cache
+
+
+async def test_running_loop_serves_iterators_and_callbacks_and_survives_a_bad_callback() -> None:
+    fake = _fake()
+    watcher = JobWatcher(fake, interval_seconds=0.01)
+    got: list[JobEvent] = []
+
+    def broken(event: JobEvent) -> None:
+        raise RuntimeError("subscriber bug")
+
+    async def collect(event: JobEvent) -> None:
+        got.append(event)
+
+    watcher.add_callback(broken)
+    watcher.add_callback(collect)
+    async with watcher.running():
+        await watcher.wait_synced(timeout=2)
+        job_id = await fake.submit_job(_job())
+        waiter = asyncio.create_task(watcher.wait_for(job_id, lambda j: j.is_running, timeout=2))
+        await asyncio.sleep(0.05)
+        fake.tick()
+        job: JobInfo = await waiter
+        assert job.is_running
+        sub = watcher.subscribe()
+    # stop() ended the subscription
+    assert [e async for e in sub] == []
+    assert [(e.type, e.job_id) for e in got][:2] == [(A, job_id), (C, job_id)]
+
+
+async def test_running_loop_backs_off_and_resyncs_after_errors() -> None:
+    fake = _fake()
+    watcher = JobWatcher(fake, interval_seconds=0.01, max_backoff_seconds=0.02)
+    fake.fail_next("list_jobs", SlurmUnavailable("down"), times=3)
+    async with watcher.running():
+        await watcher.wait_synced(timeout=2)
+    assert watcher.errors == 3 and watcher.consecutive_errors == 0
+    assert watcher.polls >= 4
