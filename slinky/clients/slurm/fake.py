@@ -206,10 +206,12 @@ class FakeSlurmClient:
             if job.node_count > len(members):
                 job.reason = "PartitionConfig"
                 continue
+            wanted = job.desc.required_nodes or members
             free = [
                 self._nodes[name]
                 for name in members
-                if self._node_free(self._nodes[name])
+                if name in wanted
+                and self._node_free(self._nodes[name])
                 and self._nodes[name].cpus >= job.cpus_per_node_needed
                 and self._nodes[name].real_memory >= job.memory_needed
             ]
@@ -476,8 +478,8 @@ class FakeSlurmClient:
         """Apply the fields set in ``update`` (pending or running jobs alike, as slurmctld does)."""
         self._enter("update_job", "POST")
         job = self._job(job_id, "POST")
-        fields = update.model_dump(exclude_none=True)
-        job.desc = job.desc.model_copy(update=fields)
+        fields = {key: getattr(update, key) for key in update.model_fields_set}
+        job.desc = job.desc.model_copy(update={k: v for k, v in fields.items() if v is not None})
         self._touch()
 
     async def cancel_job(self, job_id: int, *, signal: str | None = None) -> None:
