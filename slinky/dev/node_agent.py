@@ -603,7 +603,7 @@ class AgentOptions:
     heartbeat_seconds: float = 10.0
     workers: int = 16
     delete_nodes_on_exit: bool = False
-    watch_timeout_seconds: int = 300
+    watch_timeout_seconds: int = 120
 
 
 class NodeAgent:
@@ -748,15 +748,28 @@ class NodeAgent:
                 if rv is None:
                     items, rv = await self.api.list_all("/api/v1/pods", params)
                     self._replace(items)
+                    level = logging.DEBUG if self.synced.is_set() else logging.INFO
+                    log.log(
+                        level,
+                        "listed %d pods on this agent's nodes (resourceVersion %s)",
+                        len(self._pods),
+                        rv,
+                    )
                     self.synced.set()
-                    log.info("listed %d pods on this agent's nodes (resourceVersion %s)", len(self._pods), rv)
+                events = 0
                 async for event in self.api.watch(
                     "/api/v1/pods", params, rv, self.options.watch_timeout_seconds
                 ):
+                    events += 1
                     obj = event.get("object") or {}
                     rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
                     if event.get("type") != "BOOKMARK":
                         self._observe(event.get("type", ""), obj)
+                if events == 0:
+                    # A 1.20 server silently never answers a watch from a resourceVersion it has not
+                    # reached (etcd wiped under us), not even with bookmarks: relisting after a quiet
+                    # watch is cheap and bounds that blindness to one watch timeout.
+                    rv = None
                 backoff = 0.5
             except Gone:
                 log.info("pod watch expired (410 Gone): relisting")
