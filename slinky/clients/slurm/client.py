@@ -80,7 +80,12 @@ MAX_CONNECTIONS_LIMIT = 124
 _NOT_FOUND_NUMBERS = frozenset({2017, 2018})  # invalid job id, invalid node name
 _CONFLICT_NUMBERS = frozenset({2016, 2168})  # nodes busy, node already exists
 _INVALID_REQUEST_RANGE = range(9000, 10000)  # ESLURM_REST_* and ESLURM_DATA_* (parser) errors
-_COMMUNICATION_RANGE = range(1000, 2000)  # SLURM_COMMUNICATIONS_* / controller unreachable
+# slurmctld unreachable (SLURMCTLD_COMMUNICATIONS_*) and socket timeouts (SLURM_PROTOCOL_SOCKET_*).
+_UNAVAILABLE_RANGES = (range(1800, 1900), range(5000, 5100))
+# SLURM_PROTOCOL_AUTHENTICATION_ERROR: a bad or expired token; slurmrestd answers it with HTTP 511,
+# which must not look like a 5xx outage worth retrying.
+_AUTH_NUMBERS = frozenset({1007})
+_AUTH_STATUSES = frozenset({401, 403, 511})
 
 _ResponseT = TypeVar("_ResponseT", bound=OpenapiResponse)
 
@@ -140,7 +145,9 @@ def map_error(
         return SlurmConflict(message, **common)
     if number is not None and number in _INVALID_REQUEST_RANGE:
         return SlurmInvalidRequest(message, **common)
-    if number is not None and number in _COMMUNICATION_RANGE:
+    if number in _AUTH_NUMBERS or status_code in _AUTH_STATUSES:
+        return SlurmRejected(message, **common)
+    if number is not None and any(number in span for span in _UNAVAILABLE_RANGES):
         return SlurmUnavailable(message, retry_after=retry_after, outcome_unknown=method != "GET", **common)
     if status_code == 404:
         return SlurmNotFound(message, **common)

@@ -311,3 +311,16 @@ async def test_from_settings_uses_token_file_and_limits(tmp_path: object) -> Non
         await client.ping()
     assert router.requests[0].headers["X-SLURM-USER-TOKEN"] == "abc.def.ghi"
     assert str(router.requests[0].url).startswith("http://slurm.test:6820/slurm/v0.0.44/ping")
+
+
+async def test_bad_token_511_1007_is_a_rejection_not_an_outage() -> None:
+    # Recorded live from slurmrestd 26.05 with an invalid token.
+    body = {"errors": [{"description": "slurm_get_statistics() failed to get slurmctld statistics",
+                        "error_number": 1007, "error": "Protocol authentication error",
+                        "source": "_op_handler_diag"}]}  # fmt: skip
+    router = Router().add("GET", f"{V}/diag", (511, body))
+    async with make_client(router, read_retries=3) as client:
+        with pytest.raises(SlurmRejected) as caught:
+            await client.diag()
+    assert type(caught.value) is SlurmRejected and caught.value.error_number == 1007
+    assert len(router.requests) == 1  # not retried
