@@ -70,11 +70,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SLINKY_", env_nested_delimiter="__", extra="ignore")
 
-    slurm: SlurmSettings = Field(default_factory=SlurmSettings)  # type: ignore[arg-type]
-    kube: KubeSettings = Field(default_factory=KubeSettings)  # type: ignore[arg-type]
-    bridge: BridgeSettings = Field(default_factory=BridgeSettings)  # type: ignore[arg-type]
-    temporal: TemporalSettings = Field(default_factory=TemporalSettings)  # type: ignore[arg-type]
-    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)  # type: ignore[arg-type]
+    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+    kube: KubeSettings = Field(default_factory=KubeSettings)
+    bridge: BridgeSettings = Field(default_factory=BridgeSettings)
+    temporal: TemporalSettings = Field(default_factory=TemporalSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     # Well-known environment variables of the dev stack and of the charts.
     slurm_rest_url: str | None = Field(None, validation_alias=AliasChoices("SLURM_REST_URL"))

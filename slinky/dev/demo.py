@@ -6,11 +6,14 @@ the Temporal UI address. Run ``slinky dev up`` first (``make demo`` does).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
+from slinky.clients.kube import KubeClient
 from slinky.dev import stack
 
 
@@ -21,16 +24,19 @@ def _get(url: str, headers: dict[str, str]) -> dict[str, object]:
         return data
 
 
+async def _kube_nodes(kubeconfig: str) -> list[dict[str, Any]]:
+    async with KubeClient.from_kubeconfig(kubeconfig) as kube:
+        items: list[dict[str, Any]] = (await kube.get("/api/v1/nodes"))["items"]
+        return items
+
+
 def main() -> int:
     env = stack.load_env_file()
-    from kubernetes import client, config
-
-    core = client.CoreV1Api(config.new_client_from_config(config_file=env["KUBECONFIG"]))
     print("== Kubernetes nodes (kube-apiserver v1.20.2, kept Ready by the node agent)")
-    for node in core.list_node().items:
-        ready = next(c.status for c in node.status.conditions if c.type == "Ready")
-        cap = node.status.capacity
-        print(f"  {node.metadata.name:16} Ready={ready:5} cpu={cap['cpu']:3} memory={cap['memory']}")
+    for node in asyncio.run(_kube_nodes(env["KUBECONFIG"])):
+        ready = next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
+        cap = node["status"]["capacity"]
+        print(f"  {node['metadata']['name']:16} Ready={ready:5} cpu={cap['cpu']:3} memory={cap['memory']}")
     token = Path(env["SLURM_JWT_FILE"]).read_text().strip()
     headers = {"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token}
     base = env["SLURM_REST_URL"] + "/slurm/v0.0.44"

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import dataclasses
 import datetime as dt
@@ -32,17 +31,14 @@ import json
 import logging
 import os
 import signal
-import ssl
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
-from pathlib import Path
 from typing import Any, Final
 
 import httpx
-import yaml
 
 from slinky import wellknown
+from slinky.clients.kube import KubeConfig, load_kubeconfig
 
 log = logging.getLogger("slinky.dev.node_agent")  # not __main__ under python -m
 
@@ -63,69 +59,6 @@ POD_SELECTOR: Final = "spec.nodeName!="
 
 # ---------------------------------------------------------------------------------------------------------
 # Kubeconfig
-
-
-@dataclasses.dataclass(frozen=True)
-class KubeConfig:
-    """What the agent needs from a kubeconfig: where the server is and how to trust and reach it."""
-
-    server: str
-    ssl_context: ssl.SSLContext | bool
-    token: str | None = None
-
-
-def load_kubeconfig(path: str | Path, context: str | None = None) -> KubeConfig:
-    """Parse the parts of a kubeconfig the dev stack writes (and a bit more), without the full client.
-
-    Supported: server; ``certificate-authority-data`` or ``certificate-authority`` (relative to the file);
-    ``insecure-skip-tls-verify``; ``token`` or ``tokenFile``; client certificates as files or data.
-    """
-    path = Path(path)
-    doc = yaml.safe_load(path.read_text()) or {}
-    base = path.parent
-    ctx_name = context or doc.get("current-context")
-    contexts = {c["name"]: c.get("context", {}) for c in doc.get("contexts") or []}
-    if ctx_name not in contexts:
-        raise ValueError(f"kubeconfig {path}: context {ctx_name!r} not found")
-    ctx = contexts[ctx_name]
-    clusters = {c["name"]: c.get("cluster", {}) for c in doc.get("clusters") or []}
-    users = {u["name"]: u.get("user", {}) or {} for u in doc.get("users") or []}
-    cluster = clusters.get(ctx.get("cluster"))
-    if cluster is None:
-        raise ValueError(f"kubeconfig {path}: cluster {ctx.get('cluster')!r} not found")
-    user = users.get(ctx.get("user"), {})
-    server = str(cluster["server"]).rstrip("/")
-
-    verify: ssl.SSLContext | bool = True
-    if server.startswith("https://"):
-        if cluster.get("insecure-skip-tls-verify"):
-            verify = False
-        elif "certificate-authority-data" in cluster:
-            pem = base64.b64decode(cluster["certificate-authority-data"]).decode()
-            verify = ssl.create_default_context(cadata=pem)
-        elif "certificate-authority" in cluster:
-            verify = ssl.create_default_context(cafile=str(base / cluster["certificate-authority"]))
-        else:
-            verify = ssl.create_default_context()
-        if isinstance(verify, ssl.SSLContext):
-            _load_client_cert(verify, user, base)
-
-    token = user.get("token")
-    if token is None and "tokenFile" in user:
-        token = (base / user["tokenFile"]).read_text().strip()
-    return KubeConfig(server=server, ssl_context=verify, token=token)
-
-
-def _load_client_cert(ctx: ssl.SSLContext, user: Mapping[str, Any], base: Path) -> None:
-    """``load_cert_chain`` only reads files, so inline data goes through a private temporary directory."""
-    if "client-certificate" in user and "client-key" in user:
-        ctx.load_cert_chain(str(base / user["client-certificate"]), str(base / user["client-key"]))
-    elif "client-certificate-data" in user and "client-key-data" in user:
-        with tempfile.TemporaryDirectory() as tmp:
-            cert, key = Path(tmp, "cert.pem"), Path(tmp, "key.pem")
-            cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
-            key.write_bytes(base64.b64decode(user["client-key-data"]))
-            ctx.load_cert_chain(str(cert), str(key))
 
 
 # ---------------------------------------------------------------------------------------------------------

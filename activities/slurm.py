@@ -1,0 +1,144 @@
+"""Slurm-side activities of the workload lifecycle: submit, update, cancel and read a placeholder job.
+
+Submit is the one verb that is not naturally idempotent, so it looks before it leaps: the worker's job
+index (fed by the single incremental Slurm poll, so looking costs no request) is asked for a live job
+that this workflow already owns (by the ``comment`` the bridge writes). After an unknown outcome (a
+timeout after the request was sent, a worker killed mid-call) the retry therefore finds the earlier job
+instead of creating a second one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any, Protocol
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from slinky import hostlist
+from slinky.clients.errors import SlurmNotFound, SlurmRejected, SlurmUnavailable
+from slinky.clients.slurm import JobDescMsg, JobInfo, SlurmApi
+from slinky.models.workload import (
+    JobEvent,
+    JobRef,
+    SubmitInput,
+    SubmitResult,
+    UpdateJobInput,
+    UpdateJobResult,
+    job_comment_for,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class JobIndex(Protocol):
+    """The worker's view of bridge jobs, kept current by the Slurm job watcher."""
+
+    async def wait_synced(self) -> None: ...
+
+    def live_job_of(self, workflow_id: str) -> JobInfo | None: ...
+
+
+def job_event_of(job: JobInfo) -> JobEvent:
+    return JobEvent(
+        job_id=job.job_id,
+        state=job.state,
+        reason=job.state_reason,
+        nodes=hostlist.expand(job.nodes) if job.is_running else [],
+    )
+
+
+def _unavailable(err: SlurmUnavailable) -> ApplicationError:
+    delay = dt.timedelta(seconds=err.retry_after) if err.retry_after else None
+    return ApplicationError(str(err), type=type(err).__name__, next_retry_delay=delay)
+
+
+class SlurmActivities:
+    """Slurm verbs; holds the process's one Slurm client and job index."""
+
+    def __init__(self, slurm: SlurmApi, index: JobIndex) -> None:
+        self.slurm = slurm
+        self.index = index
+
+    @activity.defn(name="submit_placeholder_job")
+    async def submit_placeholder_job(self, data: SubmitInput) -> SubmitResult:
+        """Submit the workload's EXTERNAL_JOB, or return the live one it already has.
+
+        A rejection (bad partition, no such node configuration...) is a result, not an exception: the
+        workflow turns it into a pod Event and condition and waits for the user to fix the pod.
+        """
+        await self.index.wait_synced()
+        existing = self.index.live_job_of(data.workflow_id)
+        if existing is None and activity.info().attempt > 1:
+            # A retry: the index may not have seen a job submitted moments ago; ask Slurm directly.
+            existing = await self._find_live_job(data.workflow_id)
+        if existing is not None:
+            logger.info("workflow %s already owns job %s", data.workflow_id, existing.job_id)
+            return SubmitResult(job_id=existing.job_id, reused=True)
+        desc: dict[str, Any] = data.spec.to_job_desc()
+        desc["comment"] = job_comment_for(data.workflow_id)
+        try:
+            job_id = await self.slurm.submit_job(JobDescMsg.model_validate(desc))
+        except SlurmUnavailable as err:
+            raise _unavailable(err) from err
+        except SlurmRejected as err:
+            return SubmitResult(error_number=err.error_number, error_message=_rejection_text(err))
+        return SubmitResult(job_id=job_id)
+
+    async def _find_live_job(self, workflow_id: str) -> JobInfo | None:
+        comment = job_comment_for(workflow_id)
+        page = await self.slurm.list_jobs()
+        live = [j for j in page.jobs if j.comment == comment and not j.is_finished]
+        return max(live, key=lambda j: j.job_id) if live else None
+
+    @activity.defn(name="update_pending_job")
+    async def update_pending_job(self, data: UpdateJobInput) -> UpdateJobResult:
+        """Apply changed annotations to a job that is still pending (Slurm validates each field)."""
+        try:
+            job = await self.slurm.get_job(data.job_id)
+        except SlurmNotFound:
+            return UpdateJobResult(updated=False, error_message="job is gone")
+        if not job.is_pending:
+            return UpdateJobResult(updated=False, error_message=f"job is {job.state}, no longer pending")
+        desc = data.spec.to_job_desc()
+        for key in ("flags", "current_working_directory"):
+            desc.pop(key, None)
+        try:
+            await self.slurm.update_job(data.job_id, JobDescMsg.model_validate(desc))
+        except SlurmUnavailable as err:
+            raise _unavailable(err) from err
+        except SlurmRejected as err:
+            return UpdateJobResult(updated=False, error_number=err.error_number, error_message=_rejection_text(err))
+        return UpdateJobResult(updated=True)
+
+    @activity.defn(name="cancel_job")
+    async def cancel_job(self, data: JobRef) -> None:
+        """Cancel the job; an unknown or finished job is success (slurmrestd answers 200 for both)."""
+        try:
+            await self.slurm.cancel_job(data.job_id)
+        except SlurmUnavailable as err:
+            raise _unavailable(err) from err
+
+    @activity.defn(name="get_job")
+    async def get_job(self, data: JobRef) -> JobEvent:
+        """The job's state now, for the slow safety re-check; VANISHED when Slurm no longer knows it."""
+        try:
+            job = await self.slurm.get_job(data.job_id)
+        except SlurmNotFound:
+            return JobEvent(job_id=data.job_id, state="VANISHED")
+        except SlurmUnavailable as err:
+            raise _unavailable(err) from err
+        if data.workflow_id and job.comment != job_comment_for(data.workflow_id):
+            # The id was reused after a slurmctld crash: our job is gone.
+            return JobEvent(job_id=data.job_id, state="VANISHED")
+        return job_event_of(job)
+
+    def all(self) -> list[Any]:
+        return [self.submit_placeholder_job, self.update_pending_job, self.cancel_job, self.get_job]
+
+
+def _rejection_text(err: SlurmRejected) -> str:
+    entries = getattr(err, "errors", ()) or ()
+    texts = [f"{e.error} ({e.error_number})" for e in entries if getattr(e, "error", "")]
+    return "; ".join(texts) or str(err)

@@ -1,0 +1,254 @@
+"""A small async Kubernetes API client on httpx: the only code of the product that talks to the API server.
+
+Why not the official client for I/O: it is synchronous (a thread per in-flight call), its pod binding call
+raises although the binding succeeded, and its watch needs a thread per stream. The lifecycle makes a few
+small calls per pod, so one pooled ``httpx.AsyncClient`` is both simpler and faster. Configuration still
+follows the official client's rules (kubeconfig or in-cluster service account).
+
+Errors map to ``slinky.clients.errors`` by status code (never by message): 404 → KubeNotFound,
+409 → KubeConflict, 410 → KubeGone, other 4xx → KubeRejected, 429/5xx and transport failures →
+KubeUnavailable.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import ssl
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import httpx
+import yaml
+
+from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeRejected, KubeUnavailable
+
+Obj = dict[str, Any]
+PatchType = Literal["merge", "strategic", "json"]
+CONTENT_TYPES: Final = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+}
+IN_CLUSTER_DIR: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+class KubeGone(KubeRejected):
+    """410 Gone: a watch or list resourceVersion is too old; relist."""
+
+
+@dataclasses.dataclass(frozen=True)
+class KubeConfig:
+    """Where the API server is and how to trust and reach it."""
+
+    server: str
+    ssl_context: ssl.SSLContext | bool
+    token: str | None = None
+
+
+def load_kubeconfig(path: str | Path | None = None, context: str | None = None) -> KubeConfig:
+    """Load a kubeconfig file, or the in-cluster service account when ``path`` is None and one exists.
+
+    Supported: server; ``certificate-authority-data`` or ``certificate-authority`` (relative to the file);
+    ``insecure-skip-tls-verify``; ``token`` or ``tokenFile``; client certificates as files or data.
+    """
+    if path is None:
+        path = os.environ.get("KUBECONFIG") or None
+    if path is None and (IN_CLUSTER_DIR / "token").is_file():
+        host = os.environ["KUBERNETES_SERVICE_HOST"]
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        return KubeConfig(
+            server=f"https://{host}:{port}",
+            ssl_context=ssl.create_default_context(cafile=str(IN_CLUSTER_DIR / "ca.crt")),
+            token=(IN_CLUSTER_DIR / "token").read_text().strip(),
+        )
+    if path is None:
+        path = Path.home() / ".kube" / "config"
+    path = Path(path)
+    doc = yaml.safe_load(path.read_text()) or {}
+    base = path.parent
+    ctx_name = context or doc.get("current-context")
+    contexts = {c["name"]: c.get("context", {}) for c in doc.get("contexts") or []}
+    if ctx_name not in contexts:
+        raise ValueError(f"kubeconfig {path}: context {ctx_name!r} not found")
+    ctx = contexts[ctx_name]
+    clusters = {c["name"]: c.get("cluster", {}) for c in doc.get("clusters") or []}
+    users = {u["name"]: u.get("user", {}) or {} for u in doc.get("users") or []}
+    cluster = clusters.get(ctx.get("cluster"))
+    if cluster is None:
+        raise ValueError(f"kubeconfig {path}: cluster {ctx.get('cluster')!r} not found")
+    user = users.get(ctx.get("user"), {})
+    server = str(cluster["server"]).rstrip("/")
+
+    verify: ssl.SSLContext | bool = True
+    if server.startswith("https://"):
+        if cluster.get("insecure-skip-tls-verify"):
+            verify = False
+        elif "certificate-authority-data" in cluster:
+            pem = base64.b64decode(cluster["certificate-authority-data"]).decode()
+            verify = ssl.create_default_context(cadata=pem)
+        elif "certificate-authority" in cluster:
+            verify = ssl.create_default_context(cafile=str(base / cluster["certificate-authority"]))
+        else:
+            verify = ssl.create_default_context()
+        if isinstance(verify, ssl.SSLContext):
+            _load_client_cert(verify, user, base)
+
+    token = user.get("token")
+    if token is None and "tokenFile" in user:
+        token = (base / user["tokenFile"]).read_text().strip()
+    return KubeConfig(server=server, ssl_context=verify, token=token)
+
+
+def _load_client_cert(ctx: ssl.SSLContext, user: Mapping[str, Any], base: Path) -> None:
+    """``load_cert_chain`` only reads files, so inline data goes through a private temporary directory."""
+    if "client-certificate" in user and "client-key" in user:
+        ctx.load_cert_chain(str(base / user["client-certificate"]), str(base / user["client-key"]))
+    elif "client-certificate-data" in user and "client-key-data" in user:
+        with tempfile.TemporaryDirectory() as tmp:
+            cert, key = Path(tmp, "cert.pem"), Path(tmp, "key.pem")
+            cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+            key.write_bytes(base64.b64decode(user["client-key-data"]))
+            ctx.load_cert_chain(str(cert), str(key))
+
+
+def raise_for_status(resp: httpx.Response, method: str, path: str) -> None:
+    """Map a non-2xx answer to the typed error tree (Status ``reason`` kept, message cut to 300 chars)."""
+    code = resp.status_code
+    if code < 400:
+        return
+    reason, message = "", ""
+    try:
+        status = resp.json()
+        if isinstance(status, dict) and status.get("kind") == "Status":
+            reason, message = str(status.get("reason", "")), str(status.get("message", ""))[:300]
+    except ValueError:
+        pass
+    text = f"{method} {path}: HTTP {code} {reason}: {message}".rstrip(": ")
+    cls: type[KubeError]
+    if code == 404:
+        cls = KubeNotFound
+    elif code == 409:
+        cls = KubeConflict
+    elif code == 410:
+        cls = KubeGone
+    elif code == 429 or code >= 500:
+        cls = KubeUnavailable
+    else:
+        cls = KubeRejected
+    raise cls(text, status_code=code, reason=reason)
+
+
+def pod_path(namespace: str, name: str | None = None, sub: str | None = None) -> str:
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    if name:
+        path += f"/{name}"
+    if sub:
+        path += f"/{sub}"
+    return path
+
+
+class KubeClient:
+    """One pooled async connection set to one API server."""
+
+    def __init__(
+        self,
+        config: KubeConfig,
+        *,
+        timeout: float = 30.0,
+        max_connections: int = 64,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        headers = {"Accept": "application/json"}
+        if config.token:
+            headers["Authorization"] = f"Bearer {config.token}"
+        self.config = config
+        self._http = httpx.AsyncClient(
+            base_url=config.server,
+            verify=config.ssl_context,
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=5.0),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            transport=transport,
+        )
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | Path | None = None, **kwargs: Any) -> KubeClient:
+        return cls(load_kubeconfig(path), **kwargs)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+    ) -> Obj:
+        content = None if body is None else json.dumps(body)
+        headers = {"Content-Type": content_type} if content is not None else None
+        try:
+            resp = await self._http.request(method, path, content=content, params=params, headers=headers)
+        except httpx.TransportError as err:
+            raise KubeUnavailable(f"{method} {path}: {type(err).__name__}", status_code=None) from err
+        raise_for_status(resp, method, path)
+        data = resp.json() if resp.content else {}
+        return data if isinstance(data, dict) else {"items": data}
+
+    async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Obj:
+        return await self.request("GET", path, params=params)
+
+    async def create(self, path: str, body: Obj) -> Obj:
+        return await self.request("POST", path, body=body)
+
+    async def patch(self, path: str, body: Any, patch_type: PatchType = "merge") -> Obj:
+        return await self.request("PATCH", path, body=body, content_type=CONTENT_TYPES[patch_type])
+
+    async def delete(self, path: str, *, grace_seconds: int | None = None, uid: str | None = None) -> Obj:
+        """Delete; a precondition on ``uid`` never deletes a newer object that reuses the name."""
+        body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        if uid is not None:
+            body["preconditions"] = {"uid": uid}
+        return await self.request("DELETE", path, body=body)
+
+    async def watch(self, path: str, params: Mapping[str, Any] | None = None) -> AsyncIterator[Obj]:
+        """Yield watch events (``{"type": ..., "object": ...}``) until the server closes the stream.
+
+        An in-stream ERROR event with code 410 raises KubeGone, like a 410 answer: the caller relists.
+        """
+        query = {**(params or {}), "watch": "true", "allowWatchBookmarks": "true"}
+        try:
+            async with self._http.stream(
+                "GET", path, params=query, timeout=httpx.Timeout(None, connect=5.0)
+            ) as r:
+                if r.status_code >= 400:
+                    await r.aread()
+                    raise_for_status(r, "WATCH", path)
+                async for line in r.aiter_lines():
+                    if not line:
+                        continue
+                    event: Obj = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        code = int(status.get("code") or 500)
+                        if code == 410:
+                            raise KubeGone(f"WATCH {path}: 410 Expired", status_code=410, reason="Expired")
+                        raise KubeUnavailable(f"WATCH {path}: error event {code}", status_code=code)
+                    yield event
+        except httpx.TransportError as err:
+            raise KubeUnavailable(f"WATCH {path}: {type(err).__name__}", status_code=None) from err

@@ -1,0 +1,30 @@
+"""Named retry policies and timeouts for the lifecycle's activities (deterministic constants only)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+
+NON_RETRYABLE = ["AlreadyBound"]
+
+KUBE = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=15),
+    non_retryable_error_types=NON_RETRYABLE,
+)
+"""Kubernetes verbs: idempotent, so retried until the API server answers."""
+
+SLURM = RetryPolicy(
+    initial_interval=timedelta(milliseconds=250),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    non_retryable_error_types=NON_RETRYABLE,
+)
+"""Slurm verbs: submit looks for an earlier job before it retries, so it too may retry forever."""
+
+BEST_EFFORT = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200))
+"""Events and conditions: worth a few tries, never worth blocking a lifecycle."""
+
+CALL_TIMEOUT = timedelta(seconds=30)
