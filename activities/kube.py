@@ -56,8 +56,11 @@ def _now() -> str:
 
 
 def _retryable(err: KubeUnavailable) -> ApplicationError:
-    return ApplicationError(str(err), type=type(err).__name__, next_retry_delay=(
-        dt.timedelta(seconds=err.retry_after) if err.retry_after else None))
+    return ApplicationError(
+        str(err),
+        type=type(err).__name__,
+        next_retry_delay=(dt.timedelta(seconds=err.retry_after) if err.retry_after else None),
+    )
 
 
 class KubeActivities:
@@ -136,7 +139,10 @@ class KubeActivities:
             return False
         finalizers = list(pod["metadata"].get("finalizers") or [])
         labels = pod["metadata"].get("labels") or {}
-        if labels.get(wellknown.LABEL_SLURM_JOB_ID) == str(data.job_id) and wellknown.FINALIZER_SCHEDULER in finalizers:
+        if (
+            labels.get(wellknown.LABEL_SLURM_JOB_ID) == str(data.job_id)
+            and wellknown.FINALIZER_SCHEDULER in finalizers
+        ):
             return True
         if pod["metadata"].get("deletionTimestamp"):
             return False  # a finalizer cannot be added to a deleting object
@@ -173,14 +179,17 @@ class KubeActivities:
         if bound:
             if bound != node:
                 raise ApplicationError(
-                    f"pod already bound to {bound}, allocation is on {node}", type="AlreadyBound",
+                    f"pod already bound to {bound}, allocation is on {node}",
+                    type="AlreadyBound",
                     non_retryable=True,
                 )
             return BindPodResult(node=node)
         path = pod_path(data.pod.namespace, data.pod.name)
         annotations = pod["metadata"].get("annotations") or {}
         if annotations.get(wellknown.ANNOTATION_SLURM_NODE) != node:
-            await self.kube.patch(path, {"metadata": {"annotations": {wellknown.ANNOTATION_SLURM_NODE: node}}})
+            await self.kube.patch(
+                path, {"metadata": {"annotations": {wellknown.ANNOTATION_SLURM_NODE: node}}}
+            )
         binding = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -197,7 +206,9 @@ class KubeActivities:
             if again is None:
                 return BindPodResult(pod_gone=True)
             if again["spec"].get("nodeName") != node:
-                raise ApplicationError("pod bound elsewhere", type="AlreadyBound", non_retryable=True) from None
+                raise ApplicationError(
+                    "pod bound elsewhere", type="AlreadyBound", non_retryable=True
+                ) from None
         return BindPodResult(node=node)
 
     @activity.defn(name="set_pod_condition")
@@ -253,7 +264,9 @@ class KubeActivities:
         """Delete the pod gracefully (UID precondition: never a newer pod with the same name)."""
         try:
             await self.kube.delete(
-                pod_path(data.pod.namespace, data.pod.name), grace_seconds=data.grace_seconds, uid=data.pod.uid
+                pod_path(data.pod.namespace, data.pod.name),
+                grace_seconds=data.grace_seconds,
+                uid=data.pod.uid,
             )
         except KubeNotFound:
             return

@@ -58,7 +58,7 @@ def compress(names: list[str]) -> str:
     plain: list[str] = []
     for name in names:
         match = re.match(r"^(.*?)(\d+)$", name)
-        if match is None or match.group(2).startswith("0") and len(match.group(2)) > 1:
+        if match is None or (match.group(2).startswith("0") and len(match.group(2)) > 1):
             plain.append(name)
             continue
         groups.setdefault(match.group(1), []).append(int(match.group(2)))

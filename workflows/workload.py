@@ -56,8 +56,18 @@ SA_JOB_ID = SearchAttributeKey.for_int("SlinkySlurmJobId")
 SA_PARTITION = SearchAttributeKey.for_keyword("SlinkyPartition")
 
 ENDED_STATES = frozenset(
-    {"CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "DEADLINE",
-     "OUT_OF_MEMORY", "VANISHED"}
+    {
+        "CANCELLED",
+        "COMPLETED",
+        "FAILED",
+        "TIMEOUT",
+        "PREEMPTED",
+        "NODE_FAIL",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+        "VANISHED",
+    }
 )
 QUIET_REASONS = frozenset({"", "None"})
 """Pending reasons not worth a pod condition: the job was just submitted and has not been evaluated."""
@@ -158,14 +168,20 @@ class WorkloadWorkflow:
 
     async def _event(self, reason: str, message: str, type_: str = "Normal") -> None:
         assert self.inp is not None
-        await self._do("record_event", EventInput(pod=self.inp.pod, reason=reason, message=message, type=type_),
-                       retry.BEST_EFFORT)
+        await self._do(
+            "record_event",
+            EventInput(pod=self.inp.pod, reason=reason, message=message, type=type_),
+            retry.BEST_EFFORT,
+        )
 
     async def _condition(self, reason: str, message: str) -> None:
         assert self.inp is not None
         self.message = message
-        await self._do("set_pod_condition", PodConditionInput(pod=self.inp.pod, reason=reason, message=message),
-                       retry.BEST_EFFORT)
+        await self._do(
+            "set_pod_condition",
+            PodConditionInput(pod=self.inp.pod, reason=reason, message=message),
+            retry.BEST_EFFORT,
+        )
 
     def _set_phase(self, phase: Phase, *extra: SearchAttributeUpdate[Any]) -> None:
         self.phase = phase
@@ -175,7 +191,9 @@ class WorkloadWorkflow:
         """Wait for a signal, or re-check Slurm and the pod after ``safety_recheck_seconds``."""
         assert self.inp is not None
         try:
-            await workflow.wait_condition(lambda: self.dirty, timeout=timedelta(seconds=self.inp.safety_recheck_seconds))
+            await workflow.wait_condition(
+                lambda: self.dirty, timeout=timedelta(seconds=self.inp.safety_recheck_seconds)
+            )
         except TimeoutError:
             self.recheck_requested = True
         self.dirty = False
@@ -192,8 +210,9 @@ class WorkloadWorkflow:
         self.pod_terminal |= state.phase in ("Succeeded", "Failed")
         if self.job_id is not None:
             wid = workflow.info().workflow_id
-            self.job = await self._call("get_job", JobRef(job_id=self.job_id, workflow_id=wid), JobEvent,
-                                        retry.SLURM)
+            self.job = await self._call(
+                "get_job", JobRef(job_id=self.job_id, workflow_id=wid), JobEvent, retry.SLURM
+            )
 
     def _job_ended(self) -> bool:
         return self.job is not None and self.job.state in ENDED_STATES
@@ -222,8 +241,9 @@ class WorkloadWorkflow:
     async def _translate(self) -> SlurmJobSpec | None:
         assert self.inp is not None
         self.step = "translate"
-        res = await self._call("build_job_spec", BuildSpecInput(pod=self.inp.pod, defaults=self.inp.defaults),
-                               BuildSpecResult)
+        res = await self._call(
+            "build_job_spec", BuildSpecInput(pod=self.inp.pod, defaults=self.inp.defaults), BuildSpecResult
+        )
         if res.pod_gone:
             self.pod_gone = True
             return None
@@ -241,8 +261,12 @@ class WorkloadWorkflow:
         await self._condition(reason, message)
         self.step = "wait_for_fix"
         self.pod_changed = False
+        rechecks = self.rechecks
+        # A fix is a change of the pod, or of the cluster (nodes, partitions): retry at each re-check.
         while not (self.pod_changed or self.pod_gone or self.pod_deleting or self.pod_terminal):
             await self._wait()
+            if self.rechecks != rechecks:
+                break
 
     async def _submit(self) -> None:
         assert self.inp is not None
@@ -256,8 +280,9 @@ class WorkloadWorkflow:
                 continue
             self.step = "submit"
             self.submit_attempts += 1
-            res = await self._call("submit_placeholder_job", SubmitInput(workflow_id=wid, spec=spec),
-                                   SubmitResult, retry.SLURM)
+            res = await self._call(
+                "submit_placeholder_job", SubmitInput(workflow_id=wid, spec=spec), SubmitResult, retry.SLURM
+            )
             if res.job_id is None:
                 await self._invalid("SlurmJobRejected", f"Slurm rejected the job: {res.error_message}")
                 continue
@@ -301,27 +326,33 @@ class WorkloadWorkflow:
         spec = await self._translate()
         if spec is None or spec == self.spec or self.job_id is None:
             return
-        res = await self._call("update_pending_job", UpdateJobInput(job_id=self.job_id, spec=spec),
-                               UpdateJobResult, retry.SLURM)
+        res = await self._call(
+            "update_pending_job", UpdateJobInput(job_id=self.job_id, spec=spec), UpdateJobResult, retry.SLURM
+        )
         if res.updated:
             self.spec = spec
         else:
-            await self._event(REASON_UPDATE_FAILED, f"Slurm job {self.job_id} not updated: {res.error_message}",
-                              "Warning")
+            await self._event(
+                REASON_UPDATE_FAILED, f"Slurm job {self.job_id} not updated: {res.error_message}", "Warning"
+            )
 
     async def _bind(self) -> None:
         assert self.inp is not None and self.job is not None and self.job_id is not None
         self.step = "bind"
         self._set_phase(Phase.BINDING)
-        res = await self._call("bind_pod", BindPodInput(pod=self.inp.pod, slurm_node=self.job.nodes[0],
-                                                        job_id=self.job_id), BindPodResult)
+        res = await self._call(
+            "bind_pod",
+            BindPodInput(pod=self.inp.pod, slurm_node=self.job.nodes[0], job_id=self.job_id),
+            BindPodResult,
+        )
         if res.pod_gone:
             self.pod_gone = True
             raise Ended(await self._cleanup("the pod ended before it was bound"))
         self.message = f"bound to {res.node} by Slurm job {self.job_id}"
         self._set_phase(Phase.RUNNING)
-        await self._event(REASON_BOUND, f"Successfully assigned {self.inp.pod.key} to {res.node} "
-                          f"(Slurm job {self.job_id})")
+        await self._event(
+            REASON_BOUND, f"Successfully assigned {self.inp.pod.key} to {res.node} (Slurm job {self.job_id})"
+        )
 
     async def _await_end(self) -> None:
         self.step = "running"
@@ -335,7 +366,9 @@ class WorkloadWorkflow:
         assert self.inp is not None and self.job is not None
         state = self.job.state
         self.step = "delete_pod"
-        await self._event(REASON_JOB_ENDED, f"Slurm job {self.job_id} is {state}; deleting the pod", "Warning")
+        await self._event(
+            REASON_JOB_ENDED, f"Slurm job {self.job_id} is {state}; deleting the pod", "Warning"
+        )
         await self._do("delete_pod", DeletePodInput(pod=self.inp.pod))
         return await self._cleanup(f"the Slurm job ended ({state})", cancel=False)
 
@@ -346,7 +379,9 @@ class WorkloadWorkflow:
         deadline = workflow.now() + timedelta(seconds=self.inp.gone_timeout_seconds)
         while not (self.pod_gone or self.pod_terminal):
             if workflow.now() >= deadline:
-                workflow.logger.warning("pod %s did not stop in time; cancelling its job anyway", self.inp.pod.key)
+                workflow.logger.warning(
+                    "pod %s did not stop in time; cancelling its job anyway", self.inp.pod.key
+                )
                 return
             await self._wait()
 

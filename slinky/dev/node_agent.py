@@ -53,6 +53,7 @@ TERMINATED_ON_DELETE_EXIT_CODE: Final = 143
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 STRATEGIC: Final = "application/strategic-merge-patch+json"
 MERGE: Final = "application/merge-patch+json"
+CONDITION_TAINTS: Final = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 POD_SELECTOR: Final = "spec.nodeName!="
 """Only bound pods; a field selector cannot name a set of nodes, so the agent filters to its own."""
 
@@ -631,7 +632,10 @@ class NodeAgent:
         now = time.time()
         status = node_status(name, self.options.shape, now, self._ready_since[name])
         try:
-            await self.api.request("PATCH", f"/api/v1/nodes/{name}/status", {"status": status}, STRATEGIC)
+            node = await self.api.request(
+                "PATCH", f"/api/v1/nodes/{name}/status", {"status": status}, STRATEGIC
+            )
+            await self._clear_condition_taints(name, node)
         except ApiError as exc:
             if exc.status != 404:
                 raise
@@ -652,6 +656,20 @@ class NodeAgent:
                     f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases",
                     lease_object(self._nodes[name], now),
                 )
+
+    async def _clear_condition_taints(self, name: str, node: Obj) -> None:
+        """Drop the not-ready/unreachable taints the apiserver puts on new nodes.
+
+        The node lifecycle controller removes them once a node is Ready; it is not among the
+        controllers the dev stack runs, so the agent plays that part for its own Ready nodes.
+        """
+        taints = (node.get("spec") or {}).get("taints") or []
+        kept = [t for t in taints if t.get("key") not in CONDITION_TAINTS]
+        if len(kept) != len(taints):
+            await self.api.request(
+                "PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": kept or None}}, MERGE
+            )
+            log.info("node %s: removed condition taints", name)
 
     async def delete_nodes(self) -> None:
         async def delete(name: str) -> None:

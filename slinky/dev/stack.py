@@ -142,12 +142,16 @@ def preflight() -> None:
 
 
 def ensure_artifacts() -> None:
-    if not all((KUBE_BIN / b).is_file() for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")):
+    if not all(
+        (KUBE_BIN / b).is_file() for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+    ):
         log("building kube-apiserver, kube-controller-manager, kube-scheduler v1.20.2 (once; ~6-10 min)")
         _with_progress("kubernetes build", ["bash", str(DEPLOY_DEV / "build-kubernetes.sh"), str(KUBE_BIN)])
     if not SLURM_TARBALL.is_file():
         log("building the Slurm 26.05 rootfs with debootstrap (once; ~2 min)")
-        _with_progress("slurm rootfs", ["bash", str(DEPLOY_DEV / "build-slurm-rootfs.sh"), str(SLURM_TARBALL)])
+        _with_progress(
+            "slurm rootfs", ["bash", str(DEPLOY_DEV / "build-slurm-rootfs.sh"), str(SLURM_TARBALL)]
+        )
 
 
 # --------------------------------------------------------------------------------------------- kubernetes
@@ -161,16 +165,58 @@ def _write_certs() -> None:
         return
     d.mkdir(parents=True, exist_ok=True)
     _run(["openssl", "genrsa", "-out", str(d / "ca.key"), "2048"])
-    _run(["openssl", "req", "-x509", "-new", "-key", str(d / "ca.key"), "-subj", "/CN=slinky-dev-ca",
-          "-days", "3650", "-out", str(d / "ca.crt")])
+    _run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            str(d / "ca.key"),
+            "-subj",
+            "/CN=slinky-dev-ca",
+            "-days",
+            "3650",
+            "-out",
+            str(d / "ca.crt"),
+        ]
+    )
     _run(["openssl", "genrsa", "-out", str(d / "apiserver.key"), "2048"])
     ext = d / "san.ext"
     ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc\n")
-    _run(["openssl", "req", "-new", "-key", str(d / "apiserver.key"), "-subj", "/CN=kube-apiserver",
-          "-out", str(d / "apiserver.csr")])
-    _run(["openssl", "x509", "-req", "-in", str(d / "apiserver.csr"), "-CA", str(d / "ca.crt"),
-          "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-days", "3650", "-extfile", str(ext),
-          "-out", str(d / "apiserver.crt")])
+    _run(
+        [
+            "openssl",
+            "req",
+            "-new",
+            "-key",
+            str(d / "apiserver.key"),
+            "-subj",
+            "/CN=kube-apiserver",
+            "-out",
+            str(d / "apiserver.csr"),
+        ]
+    )
+    _run(
+        [
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            str(d / "apiserver.csr"),
+            "-CA",
+            str(d / "ca.crt"),
+            "-CAkey",
+            str(d / "ca.key"),
+            "-CAcreateserial",
+            "-days",
+            "3650",
+            "-extfile",
+            str(ext),
+            "-out",
+            str(d / "apiserver.crt"),
+        ]
+    )
     _run(["openssl", "genrsa", "-out", str(d / "sa.key"), "2048"])
     _run(["openssl", "rsa", "-in", str(d / "sa.key"), "-pubout", "-out", str(d / "sa.pub")])
     token = secrets.token_hex(24)
@@ -182,8 +228,15 @@ def _write_certs() -> None:
     kubeconfig = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "slinky-dev", "cluster": {
-            "server": f"https://127.0.0.1:{PORTS.apiserver}", "certificate-authority-data": ca}}],
+        "clusters": [
+            {
+                "name": "slinky-dev",
+                "cluster": {
+                    "server": f"https://127.0.0.1:{PORTS.apiserver}",
+                    "certificate-authority-data": ca,
+                },
+            }
+        ],
         "users": [{"name": "admin", "user": {"token": token}}],
         "contexts": [{"name": "slinky-dev", "context": {"cluster": "slinky-dev", "user": "admin"}}],
         "current-context": "slinky-dev",
@@ -198,8 +251,9 @@ def _apiserver_ready() -> bool:
     d = _kube_dir()
     ctx = ssl.create_default_context(cafile=str(d / "ca.crt"))
     token = (d / ADMIN_TOKEN_FILE).read_text().strip()
-    req = urllib.request.Request(f"https://127.0.0.1:{PORTS.apiserver}/readyz",
-                                 headers={"Authorization": f"Bearer {token}"})
+    req = urllib.request.Request(
+        f"https://127.0.0.1:{PORTS.apiserver}/readyz", headers={"Authorization": f"Bearer {token}"}
+    )
     with urllib.request.urlopen(req, context=ctx, timeout=2) as resp:
         return bool(resp.status == 200)
 
@@ -210,44 +264,80 @@ def start_kubernetes(procs: ProcessTable) -> None:
     logs = STATE / "logs"
     if procs.running("etcd") is None:
         (STATE / "etcd").mkdir(parents=True, exist_ok=True)
-        procs.start("etcd", [
-            "etcd", "--name", "slinky-dev", "--data-dir", str(STATE / "etcd"),
-            "--listen-client-urls", f"http://127.0.0.1:{PORTS.etcd_client}",
-            "--advertise-client-urls", f"http://127.0.0.1:{PORTS.etcd_client}",
-            "--listen-peer-urls", f"http://127.0.0.1:{PORTS.etcd_peer}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{PORTS.etcd_peer}",
-            "--initial-cluster", f"slinky-dev=http://127.0.0.1:{PORTS.etcd_peer}",
-            "--quota-backend-bytes", str(4 * 1024**3),
-        ], log=logs / "etcd.log")
+        procs.start(
+            "etcd",
+            [
+                "etcd",
+                "--name",
+                "slinky-dev",
+                "--data-dir",
+                str(STATE / "etcd"),
+                "--listen-client-urls",
+                f"http://127.0.0.1:{PORTS.etcd_client}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{PORTS.etcd_client}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{PORTS.etcd_peer}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{PORTS.etcd_peer}",
+                "--initial-cluster",
+                f"slinky-dev=http://127.0.0.1:{PORTS.etcd_peer}",
+                "--quota-backend-bytes",
+                str(4 * 1024**3),
+            ],
+            log=logs / "etcd.log",
+        )
         log("etcd started")
     else:
         log("etcd already running")
     if procs.running("kube-apiserver") is None:
-        procs.start("kube-apiserver", [
-            str(KUBE_BIN / "kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{PORTS.etcd_client}",
-            f"--secure-port={PORTS.apiserver}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--cert-dir={d}", f"--tls-cert-file={d / 'apiserver.crt'}",
-            f"--tls-private-key-file={d / 'apiserver.key'}", f"--client-ca-file={d / 'ca.crt'}",
-            "--authorization-mode=Node,RBAC", f"--token-auth-file={d / 'tokens.csv'}",
-            "--endpoint-reconciler-type=none",
-            "--service-account-issuer=https://kubernetes.default.svc",
-            f"--service-account-key-file={d / 'sa.pub'}", f"--service-account-signing-key-file={d / 'sa.key'}",
-            "--api-audiences=api", "--service-cluster-ip-range=10.96.0.0/16",
-            "--disable-admission-plugins=ServiceAccount", "--allow-privileged=true",
-            "--max-requests-inflight=800", "--max-mutating-requests-inflight=400",
-        ], log=logs / "kube-apiserver.log")
+        procs.start(
+            "kube-apiserver",
+            [
+                str(KUBE_BIN / "kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{PORTS.etcd_client}",
+                f"--secure-port={PORTS.apiserver}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--cert-dir={d}",
+                f"--tls-cert-file={d / 'apiserver.crt'}",
+                f"--tls-private-key-file={d / 'apiserver.key'}",
+                f"--client-ca-file={d / 'ca.crt'}",
+                "--authorization-mode=Node,RBAC",
+                f"--token-auth-file={d / 'tokens.csv'}",
+                "--endpoint-reconciler-type=none",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={d / 'sa.pub'}",
+                f"--service-account-signing-key-file={d / 'sa.key'}",
+                "--api-audiences=api",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--disable-admission-plugins=ServiceAccount",
+                "--allow-privileged=true",
+                "--max-requests-inflight=800",
+                "--max-mutating-requests-inflight=400",
+            ],
+            log=logs / "kube-apiserver.log",
+        )
         log("kube-apiserver started")
     else:
         log("kube-apiserver already running")
     _wait("kube-apiserver", _apiserver_ready, timeout=90)
     if procs.running("kube-controller-manager") is None:
-        procs.start("kube-controller-manager", [
-            str(KUBE_BIN / "kube-controller-manager"), f"--kubeconfig={d / 'kubeconfig'}",
-            "--controllers=job,garbagecollector,namespace,replicaset,deployment",
-            "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0", "--port=0",
-            "--kube-api-qps=200", "--kube-api-burst=400",
-        ], log=logs / "kube-controller-manager.log")
+        procs.start(
+            "kube-controller-manager",
+            [
+                str(KUBE_BIN / "kube-controller-manager"),
+                f"--kubeconfig={d / 'kubeconfig'}",
+                "--controllers=job,garbagecollector,namespace,replicaset,deployment",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                "--port=0",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+            ],
+            log=logs / "kube-controller-manager.log",
+        )
         _still_alive(procs, "kube-controller-manager")
         log("kube-controller-manager started")
     else:
@@ -258,11 +348,26 @@ def start_node_agent(procs: ProcessTable, nodes: int) -> None:
     if procs.running("node-agent") is not None:
         log("node agent already running")
         return
-    procs.start("node-agent", [
-        sys.executable, "-m", "slinky.dev.node_agent", "--kubeconfig", str(_kube_dir() / "kubeconfig"),
-        "--nodes", str(nodes), "--prefix", NODE_PREFIX, "--cpu", str(NODE_CPUS),
-        "--memory", f"{NODE_MEMORY_MIB}Mi",
-    ], log=STATE / "logs" / "node-agent.log", cwd=REPO)
+    procs.start(
+        "node-agent",
+        [
+            sys.executable,
+            "-m",
+            "slinky.dev.node_agent",
+            "--kubeconfig",
+            str(_kube_dir() / "kubeconfig"),
+            "--nodes",
+            str(nodes),
+            "--prefix",
+            NODE_PREFIX,
+            "--cpu",
+            str(NODE_CPUS),
+            "--memory",
+            f"{NODE_MEMORY_MIB}Mi",
+        ],
+        log=STATE / "logs" / "node-agent.log",
+        cwd=REPO,
+    )
     _still_alive(procs, "node-agent")
     log(f"node agent started with {nodes} nodes")
 
@@ -352,8 +457,18 @@ def _prepare_slurm_root(nodes: int) -> None:
         _run(["chroot", str(root), "/usr/sbin/useradd", "--system", "--no-create-home", "slurmrest"])
     for sub in ("var/spool/slurmctld", "var/log/slurm", "var/spool/slurmd"):
         (root / sub).mkdir(parents=True, exist_ok=True)
-    _run(["chroot", str(root), "/bin/chown", "-R", "slurm:slurm", "/var/spool/slurmctld", "/var/log/slurm",
-          "/etc/slurm/jwt_hs256.key"])
+    _run(
+        [
+            "chroot",
+            str(root),
+            "/bin/chown",
+            "-R",
+            "slurm:slurm",
+            "/var/spool/slurmctld",
+            "/var/log/slurm",
+            "/etc/slurm/jwt_hs256.key",
+        ]
+    )
     key.chmod(0o600)
 
 
@@ -418,16 +533,37 @@ def start_slurm(procs: ProcessTable, nodes: int) -> None:
     (root / "run" / "munge").mkdir(exist_ok=True)
     _run(["chroot", str(root), "/bin/chown", "munge:munge", "/run/munge"])
     logs = STATE / "logs"
-    procs.start("munged", _chroot("/usr/sbin/munged", "--foreground", "--force", user="munge"),
-                log=logs / "munged.log")
+    procs.start(
+        "munged",
+        _chroot("/usr/sbin/munged", "--foreground", "--force", user="munge"),
+        log=logs / "munged.log",
+    )
     _wait("munged", lambda: (root / "run" / "munge" / "munge.socket.2").exists(), timeout=20)
     # unshare --uts gives slurmctld the hostname that matches SlurmctldHost; exec keeps the PID.
-    procs.start("slurmctld", ["unshare", "--uts", "--", "sh", "-c",
-                              f'hostname {SLURM_CTL_HOST} && exec "$@"', "sh",
-                              *_chroot("/usr/sbin/slurmctld", "-D", "-i")], log=logs / "slurmctld.log")
+    procs.start(
+        "slurmctld",
+        [
+            "unshare",
+            "--uts",
+            "--",
+            "sh",
+            "-c",
+            f'hostname {SLURM_CTL_HOST} && exec "$@"',
+            "sh",
+            *_chroot("/usr/sbin/slurmctld", "-D", "-i"),
+        ],
+        log=logs / "slurmctld.log",
+    )
     _wait("slurmctld", lambda: _run(_chroot("/usr/bin/scontrol", "ping")).stdout.count("UP") > 0, timeout=30)
-    rest = _chroot("/usr/sbin/slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld",
-                   f"127.0.0.1:{PORTS.slurmrestd}", user="slurmrest")
+    rest = _chroot(
+        "/usr/sbin/slurmrestd",
+        "-a",
+        "rest_auth/jwt",
+        "-s",
+        "openapi/slurmctld",
+        f"127.0.0.1:{PORTS.slurmrestd}",
+        user="slurmrest",
+    )
     rest.insert(rest.index("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), "SLURM_JWT=daemon")
     procs.start("slurmrestd", rest, log=logs / "slurmrestd.log")
     _wait("slurmrestd", _rest_ready, timeout=30)
@@ -444,10 +580,21 @@ def _ensure_slurm_nodes(nodes: int) -> None:
         name = f"{NODE_PREFIX}-{i}"
         if name in existing:
             continue
-        _run(_chroot("/usr/bin/scontrol", "create", f"NodeName={name}", f"NodeAddr={_node_addr(i)}",
-                     "State=EXTERNAL", "Sockets=1", f"CoresPerSocket={NODE_CPUS}", "ThreadsPerCore=1",
-                     f"CPUs={NODE_CPUS}", f"RealMemory={NODE_MEMORY_MIB}",
-                     f"Feature={wellknown.DEFAULT_PARTITION}"))
+        _run(
+            _chroot(
+                "/usr/bin/scontrol",
+                "create",
+                f"NodeName={name}",
+                f"NodeAddr={_node_addr(i)}",
+                "State=EXTERNAL",
+                "Sockets=1",
+                f"CoresPerSocket={NODE_CPUS}",
+                "ThreadsPerCore=1",
+                f"CPUs={NODE_CPUS}",
+                f"RealMemory={NODE_MEMORY_MIB}",
+                f"Feature={wellknown.DEFAULT_PARTITION}",
+            )
+        )
 
 
 def _mint_jwt() -> None:
@@ -465,8 +612,19 @@ def temporal_cli() -> Path:
 
 def _temporal_ready() -> bool:
     return (
-        subprocess.run([str(temporal_cli()), "operator", "cluster", "health", "--address",
-                        f"127.0.0.1:{PORTS.temporal}"], capture_output=True, timeout=5).returncode == 0
+        subprocess.run(
+            [
+                str(temporal_cli()),
+                "operator",
+                "cluster",
+                "health",
+                "--address",
+                f"127.0.0.1:{PORTS.temporal}",
+            ],
+            capture_output=True,
+            timeout=5,
+        ).returncode
+        == 0
     )
 
 
@@ -475,21 +633,62 @@ def start_temporal(procs: ProcessTable) -> None:
         log("Temporal already running")
         return
     argv = [
-        str(temporal_cli()), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(PORTS.temporal),
-        "--ui-port", str(PORTS.temporal_ui), "--http-port", str(PORTS.temporal_http),
-        "--metrics-port", str(PORTS.temporal_metrics), "--ui-disable-news-fetch",
-        "--db-filename", str(STATE / "temporal.db"),
-        "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=off",
-        "--dynamic-config-value", "frontend.enableServerVersionCheck=false",
-        "--dynamic-config-value", 'history.timerProcessorMaxTimeShift="10ms"',
-        "--dynamic-config-value", 'history.workflowIdReuseMinimalInterval="0s"',
-        "--log-level", "warn",
+        str(temporal_cli()),
+        "server",
+        "start-dev",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(PORTS.temporal),
+        "--ui-port",
+        str(PORTS.temporal_ui),
+        "--http-port",
+        str(PORTS.temporal_http),
+        "--metrics-port",
+        str(PORTS.temporal_metrics),
+        "--ui-disable-news-fetch",
+        "--db-filename",
+        str(STATE / "temporal.db"),
+        "--sqlite-pragma",
+        "journal_mode=wal",
+        "--sqlite-pragma",
+        "synchronous=off",
+        "--dynamic-config-value",
+        "frontend.enableServerVersionCheck=false",
+        "--dynamic-config-value",
+        'history.timerProcessorMaxTimeShift="10ms"',
+        "--dynamic-config-value",
+        'history.workflowIdReuseMinimalInterval="0s"',
+        "--log-level",
+        "warn",
     ]
     for name, kind in wellknown.SEARCH_ATTRIBUTES.items():
         argv += ["--search-attribute", f"{name}={kind}"]
     procs.start("temporal", argv, log=STATE / "logs" / "temporal.log")
     _wait("Temporal", _temporal_ready, timeout=60)
     log(f"Temporal up on 127.0.0.1:{PORTS.temporal}, UI http://127.0.0.1:{PORTS.temporal_ui}")
+
+
+# --------------------------------------------------------------------------------------------- workers
+def start_workers(procs: ProcessTable) -> None:
+    """The bridge worker process from the working tree (settings from the env file's values)."""
+    if procs.running("bridge-worker") is not None:
+        log("bridge worker already running")
+        return
+    env = {k: v for k, v in env_values().items() if k != "PATH"}
+    env.update(
+        {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONUNBUFFERED": "1", "HOME": str(Path.home())}
+    )
+    env.update({k: v for k, v in os.environ.items() if k.startswith("SLINKY_")})
+    procs.start(
+        "bridge-worker",
+        [sys.executable, "-m", "workers"],
+        log=STATE / "logs" / "bridge-worker.log",
+        env=env,
+        cwd=REPO,
+    )
+    _still_alive(procs, "bridge-worker", 2.0)
+    log("bridge worker started (logs: .slinky-dev/logs/bridge-worker.log)")
 
 
 # --------------------------------------------------------------------------------------------- env file
@@ -514,8 +713,17 @@ def write_env() -> Path:
 
 
 # --------------------------------------------------------------------------------------------- commands
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "node-agent", "munged", "slurmctld",
-              "slurmrestd", "temporal")
+COMPONENTS = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "node-agent",
+    "munged",
+    "slurmctld",
+    "slurmrestd",
+    "temporal",
+    "bridge-worker",
+)
 
 
 def up(*, nodes: int = 4, slurmd: int = 0, workers: bool = True) -> int:
@@ -529,6 +737,8 @@ def up(*, nodes: int = 4, slurmd: int = 0, workers: bool = True) -> int:
         start_node_agent(procs, nodes)
         start_slurm(procs, nodes)
         start_temporal(procs)
+        if workers:
+            start_workers(procs)
         if slurmd:
             log("--slurmd: real slurmd daemons are not started yet (see docs/dev-stack.md)")
         env = write_env()
@@ -552,6 +762,10 @@ def status(*, quiet: bool = False) -> int:
     healthy = True
     for name in COMPONENTS:
         pid = procs.running(name)
+        if pid is None and name == "bridge-worker" and not (STATE / "pids" / "bridge-worker.pid").exists():
+            if not quiet:
+                print(f"{name:26} not started (--no-workers)")
+            continue
         state = "stopped"
         if pid is not None:
             ok = True
@@ -586,6 +800,6 @@ def load_env_file(path: Path | None = None) -> dict[str, str]:
     values: dict[str, str] = {}
     for line in (path or STATE / "env").read_text().splitlines():
         if line.startswith("export ") and "=" in line:
-            key, value = line[len("export "):].split("=", 1)
+            key, value = line[len("export ") :].split("=", 1)
             values[key] = value.strip('"')
     return values

@@ -1,0 +1,5 @@
+"""``python -m workers``: run the bridge worker process (settings from the environment)."""
+
+from workers.bridge import main
+
+main()

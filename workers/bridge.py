@@ -1,0 +1,109 @@
+"""The bridge worker process: Temporal worker + pod watcher + Slurm job router + node cache + GC.
+
+One asyncio loop runs them all, so the submit activity reads the router's job index for free and the
+pod watcher can start workflows eagerly on this very worker. Run several replicas for availability:
+workflow IDs derive from pod UIDs and every step is idempotent, so duplicate starts and signals are
+harmless. (The pod watcher and the Slurm poll are then repeated per replica; see docs/bridge.md.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from datetime import timedelta
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from activities.kube import KubeActivities
+from activities.slurm import SlurmActivities
+from slinky.clients.kube import KubeClient
+from slinky.clients.slurm import SlurmClient
+from slinky.config import Settings
+from slinky.models.jobspec import TranslateDefaults
+from slinky.telemetry import configure_logging
+from workers.gc import GarbageCollector
+from workers.node_cache import NodeCache
+from workers.pod_watcher import PodWatcher
+from workers.slurm_router import SlurmJobRouter
+from workflows.workload import WorkloadWorkflow
+
+logger = logging.getLogger("workers.bridge")
+
+
+async def connect_temporal(settings: Settings) -> Client:
+    return await Client.connect(
+        settings.temporal.address,
+        namespace=settings.temporal.namespace,
+        data_converter=pydantic_data_converter,
+    )
+
+
+async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
+    stop = stop or asyncio.Event()
+    temporal = await connect_temporal(settings)
+    kube = KubeClient.from_kubeconfig(settings.kube.kubeconfig)
+    slurm = SlurmClient.from_settings(settings.slurm)
+    nodes = NodeCache(kube, slurm)
+    router = SlurmJobRouter(slurm, temporal, interval_seconds=settings.slurm.watch_interval_seconds)
+    defaults = TranslateDefaults(partition=settings.bridge.partition, mcs_label=settings.bridge.mcs_label)
+    pods = PodWatcher(
+        kube,
+        temporal,
+        task_queue=settings.temporal.task_queue,
+        scheduler_name=settings.bridge.scheduler_name,
+        defaults=defaults,
+    )
+    gc = GarbageCollector(kube, slurm, temporal)
+    kube_acts = KubeActivities(kube, nodes)
+    slurm_acts = SlurmActivities(slurm, router)
+    worker = Worker(
+        temporal,
+        task_queue=settings.temporal.task_queue,
+        workflows=[WorkloadWorkflow],
+        activities=[*kube_acts.all(), *slurm_acts.all()],
+        # After a kill -9 the next worker picks the workflow up within seconds, not 10 s.
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
+        max_concurrent_local_activities=200,
+        graceful_shutdown_timeout=timedelta(seconds=5),
+    )
+    background = [
+        asyncio.create_task(nodes.run(), name="node-cache"),
+        asyncio.create_task(router.run(), name="slurm-router"),
+        asyncio.create_task(gc.run(), name="gc"),
+    ]
+    try:
+        await asyncio.wait_for(nodes.synced.wait(), timeout=30)
+        async with worker:
+            background.append(asyncio.create_task(pods.run(), name="pod-watcher"))
+            logger.info("bridge worker running on task queue %s", settings.temporal.task_queue)
+            await stop.wait()
+    finally:
+        for task in background:
+            task.cancel()
+        for task in background:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await kube.aclose()
+        await slurm.aclose()
+
+
+def main() -> None:
+    settings = Settings()
+    configure_logging(settings.telemetry)
+
+    async def _main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run(settings, stop=stop)
+
+    asyncio.run(_main())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Garbage collection: the slow reconcile that catches what no lifecycle is left to handle.
+
+Every ``interval_seconds`` (default 60 s; one full job list and one labelled-pod list per period, never per
+pod):
+
+* a live bridge job whose workflow is not running and whose pods are all gone is cancelled;
+* a pod labelled with a job id whose job is gone (matched by the job ``comment`` that names the owning
+  workflow, not by id alone: ids are reused after a slurmctld crash) and whose workflow is not running
+  is deleted and its finalizer removed.
+
+A running workflow always wins: GC never touches a workload whose lifecycle is still in charge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from slinky import wellknown
+from slinky.clients.errors import KubeError, KubeNotFound, SlurmError
+from slinky.clients.kube import KubeClient, pod_path
+from slinky.clients.slurm import SlurmApi
+from slinky.models.jobspec import pods_from_admin_comment
+from slinky.models.workload import workflow_id_from_job_comment, workload_workflow_id
+
+logger = logging.getLogger(__name__)
+
+
+class GarbageCollector:
+    def __init__(
+        self, kube: KubeClient, slurm: SlurmApi, temporal: Client, *, interval_seconds: float = 60.0
+    ) -> None:
+        self.kube = kube
+        self.slurm = slurm
+        self.temporal = temporal
+        self.interval_seconds = interval_seconds
+        self.jobs_cancelled = 0
+        self.pods_deleted = 0
+
+    async def _workflow_running(self, workflow_id: str) -> bool:
+        try:
+            desc = await self.temporal.get_workflow_handle(workflow_id).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return desc.status == WorkflowExecutionStatus.RUNNING
+
+    async def _pod_exists(self, key: str) -> bool:
+        namespace, name = key.split("/", 1)
+        try:
+            await self.kube.get(pod_path(namespace, name))
+        except KubeNotFound:
+            return False
+        return True
+
+    async def run_once(self) -> None:
+        jobs = (await self.slurm.list_jobs()).jobs
+        live_by_workflow: dict[str, int] = {}
+        for job in jobs:
+            workflow_id = workflow_id_from_job_comment(job.comment)
+            if workflow_id is None or job.is_finished:
+                continue
+            live_by_workflow[workflow_id] = job.job_id
+            if await self._workflow_running(workflow_id):
+                continue
+            pods = pods_from_admin_comment(job.admin_comment) or []
+            if not any([await self._pod_exists(p) for p in pods]):
+                logger.info(
+                    "cancelling orphan Slurm job %s (pods %s gone, workflow %s closed)",
+                    job.job_id,
+                    pods,
+                    workflow_id,
+                )
+                await self.slurm.cancel_job(job.job_id)
+                self.jobs_cancelled += 1
+        listing = await self.kube.get("/api/v1/pods", {"labelSelector": wellknown.LABEL_SLURM_JOB_ID})
+        for pod in listing["items"]:
+            meta = pod["metadata"]
+            workflow_id = workload_workflow_id(meta["namespace"], meta["uid"])
+            if workflow_id in live_by_workflow or await self._workflow_running(workflow_id):
+                continue
+            path = pod_path(meta["namespace"], meta["name"])
+            logger.info(
+                "deleting pod %s/%s: its Slurm job is gone and no lifecycle runs",
+                meta["namespace"],
+                meta["name"],
+            )
+            try:
+                if not meta.get("deletionTimestamp"):
+                    await self.kube.delete(path, uid=meta["uid"])
+                finalizers = [f for f in meta.get("finalizers") or [] if f != wellknown.FINALIZER_SCHEDULER]
+                if finalizers != (meta.get("finalizers") or []):
+                    await self.kube.patch(
+                        path, {"metadata": {"uid": meta["uid"], "finalizers": finalizers or None}}
+                    )
+                self.pods_deleted += 1
+            except KubeNotFound:
+                continue
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_seconds)
+            try:
+                await self.run_once()
+            except (SlurmError, KubeError, RPCError) as err:
+                logger.warning("garbage collection pass failed: %s", err)

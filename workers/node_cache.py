@@ -1,0 +1,90 @@
+"""The worker's view of nodes: Kubernetes nodes by list-watch, Slurm node names by a slow refresh.
+
+Translation needs every node (to exclude the ones a pod does not fit) and binding needs the Kubernetes
+node of a Slurm node. Both read this cache, so the lifecycle never lists nodes per pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from slinky import wellknown
+from slinky.clients.errors import KubeError, SlurmError
+from slinky.clients.kube import KubeClient, KubeGone
+from slinky.clients.slurm import SlurmApi
+
+logger = logging.getLogger(__name__)
+
+
+class NodeCache:
+    """Implements ``activities.kube.NodeView``."""
+
+    def __init__(self, kube: KubeClient, slurm: SlurmApi, *, slurm_refresh_seconds: float = 30.0) -> None:
+        self.kube = kube
+        self.slurm = slurm
+        self.slurm_refresh_seconds = slurm_refresh_seconds
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self._slurm_names: set[str] | None = None
+        self._by_slurm_name: dict[str, str] = {}
+        self.synced = asyncio.Event()
+
+    def kube_nodes(self) -> Sequence[Mapping[str, Any]]:
+        return list(self._nodes.values())
+
+    def slurm_node_names(self) -> set[str] | None:
+        return self._slurm_names
+
+    def kube_node_for(self, slurm_node: str) -> str | None:
+        """The Kubernetes node of a Slurm node: by the slurm-nodename label, else by the same name."""
+        if slurm_node in self._by_slurm_name:
+            return self._by_slurm_name[slurm_node]
+        return slurm_node if slurm_node in self._nodes else None
+
+    def _reindex(self) -> None:
+        self._by_slurm_name = {
+            labels[wellknown.LABEL_SLURM_NODENAME]: name
+            for name, node in self._nodes.items()
+            if wellknown.LABEL_SLURM_NODENAME in (labels := node["metadata"].get("labels") or {})
+        }
+
+    async def run(self) -> None:
+        await asyncio.gather(self._watch_kube(), self._refresh_slurm())
+
+    async def _watch_kube(self) -> None:
+        rv = ""
+        while True:
+            try:
+                if not rv:
+                    listing = await self.kube.get("/api/v1/nodes")
+                    self._nodes = {n["metadata"]["name"]: n for n in listing["items"]}
+                    rv = listing["metadata"]["resourceVersion"]
+                    self._reindex()
+                    self.synced.set()
+                async for event in self.kube.watch(
+                    "/api/v1/nodes", {"resourceVersion": rv, "timeoutSeconds": 300}
+                ):
+                    obj = event["object"]
+                    rv = obj["metadata"]["resourceVersion"]
+                    if event["type"] == "BOOKMARK":
+                        continue
+                    if event["type"] == "DELETED":
+                        self._nodes.pop(obj["metadata"]["name"], None)
+                    else:
+                        self._nodes[obj["metadata"]["name"]] = obj
+                    self._reindex()
+            except KubeGone:
+                rv = ""
+            except KubeError as err:
+                logger.warning("node watch failed: %s; retrying", err)
+                await asyncio.sleep(1)
+
+    async def _refresh_slurm(self) -> None:
+        while True:
+            try:
+                self._slurm_names = {n.name for n in await self.slurm.list_nodes()}
+            except SlurmError as err:
+                logger.warning("slurm node refresh failed: %s", type(err).__name__)
+            await asyncio.sleep(self.slurm_refresh_seconds)

@@ -1,0 +1,224 @@
+"""The bridge's "scheduler": list-watches pods that name the bridge's scheduler and drives workflows.
+
+* An unbound, live pod gets its ``WorkloadWorkflow``, started with an ID derived from its UID and
+  ``USE_EXISTING``, so duplicate watch events, relists and restarts of this process are harmless.
+* A pod the bridge manages that is deleted, finishes, stops, or changes while pending becomes one
+  ``pod_event`` signal; nothing else is sent, so a workload costs few history events.
+
+It covers every namespace: a pod that names the bridge's scheduler would otherwise stay Pending forever.
+(Managed namespaces decide where the admission webhook sets the scheduler name.) The watch resumes from
+its resourceVersion and relists after 410 Gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from slinky import pods, wellknown
+from slinky.clients.errors import KubeError
+from slinky.clients.kube import KubeClient, KubeGone, Obj
+from slinky.models.jobspec import TranslateDefaults
+from slinky.models.workload import PodEvent, PodEventKind, PodRef, WorkloadInput, workload_workflow_id
+
+logger = logging.getLogger(__name__)
+START_CONCURRENCY = 32
+
+
+@dataclass
+class Seen:
+    """What the watcher last saw of a pod, to send a signal only on a transition."""
+
+    managed: bool
+    started: bool
+    terminal: bool
+    deleting: bool
+    gone: bool
+    spec_hash: str
+
+
+def spec_hash(pod: Obj) -> str:
+    """What a re-translation depends on: annotations and the spec (not status, not labels we write)."""
+    relevant = {"annotations": pod["metadata"].get("annotations") or {}, "spec": pod.get("spec") or {}}
+    relevant["annotations"].pop(wellknown.ANNOTATION_SLURM_NODE, None)
+    return hashlib.sha1(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
+def owner_kind(pod: Obj) -> tuple[str, str]:
+    owner = next((o for o in pod["metadata"].get("ownerReferences", []) if o.get("controller")), None)
+    if owner is None:
+        return "Pod", pod["metadata"]["name"]
+    return str(owner.get("kind", "Pod")), str(owner.get("name", ""))
+
+
+class PodWatcher:
+    def __init__(
+        self,
+        kube: KubeClient,
+        temporal: Client,
+        *,
+        task_queue: str,
+        scheduler_name: str,
+        defaults: TranslateDefaults,
+        safety_recheck_seconds: float = 300.0,
+    ) -> None:
+        self.kube = kube
+        self.temporal = temporal
+        self.task_queue = task_queue
+        self.scheduler_name = scheduler_name
+        self.defaults = defaults
+        self.safety_recheck_seconds = safety_recheck_seconds
+        self.seen: dict[str, Seen] = {}
+        self._sem = asyncio.Semaphore(START_CONCURRENCY)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.started = 0
+        self.signals_sent = 0
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def run(self) -> None:
+        selector = {"fieldSelector": f"spec.schedulerName={self.scheduler_name}"}
+        rv = ""
+        while True:
+            try:
+                if not rv:
+                    listing = await self.kube.get("/api/v1/pods", selector)
+                    rv = listing["metadata"]["resourceVersion"]
+                    live = set()
+                    for pod in listing["items"]:
+                        live.add(pod["metadata"]["uid"])
+                        self.observe("ADDED", pod)
+                    for uid in [u for u in self.seen if u not in live]:
+                        self._vanished(uid)
+                params = {**selector, "resourceVersion": rv, "timeoutSeconds": 300}
+                async for event in self.kube.watch("/api/v1/pods", params):
+                    obj = event["object"]
+                    rv = obj["metadata"]["resourceVersion"]
+                    if event["type"] != "BOOKMARK":
+                        self.observe(event["type"], obj)
+            except KubeGone:
+                rv = ""
+            except KubeError as err:
+                logger.warning("pod watch failed: %s; resuming", err)
+                await asyncio.sleep(1)
+
+    def _vanished(self, uid: str) -> None:
+        seen = self.seen.pop(uid, None)
+        if seen is not None and seen.managed and not seen.gone:
+            logger.debug("pod %s vanished during a relist", uid)
+
+    def observe(self, kind: str, pod: Obj) -> None:
+        """Turn one watch event into at most one workflow start or signal."""
+        meta = pod["metadata"]
+        uid, ns = meta["uid"], meta["namespace"]
+        ref = PodRef(namespace=ns, name=meta["name"], uid=uid)
+        previous = self.seen.get(uid)
+        labelled = wellknown.LABEL_SLURM_JOB_ID in (meta.get("labels") or {})
+        if kind == "DELETED":
+            self.seen.pop(uid, None)
+            if (previous and previous.managed and not previous.gone) or (previous is None and labelled):
+                self._send(ref, PodEventKind.GONE)
+            return
+        now = Seen(
+            managed=labelled or (previous.managed if previous else False),
+            started=previous.started if previous else False,
+            terminal=pods.is_terminal(pod),
+            deleting=pods.is_deleting(pod),
+            gone=pods.is_gone(pod),
+            spec_hash=spec_hash(pod),
+        )
+        unbound = not pods.node_name(pod)
+        if unbound and not (now.deleting or now.terminal) and not now.started:
+            # Also on the first sight after a restart: USE_EXISTING makes a repeated start a no-op.
+            now.managed = now.started = True
+            self._spawn(self._start(pod, ref))
+        self.seen[uid] = now
+        if not now.managed:
+            return
+        # One signal for the strongest transition, compared with what this process saw before (on a
+        # relist or restart "before" is unknown, and a repeated flag is harmless to the workflow).
+        if now.gone and (previous is None or not previous.gone):
+            self._send(ref, PodEventKind.GONE if not now.terminal else PodEventKind.TERMINAL, pod)
+        elif now.deleting and (previous is None or not previous.deleting):
+            self._send(ref, PodEventKind.DELETING, pod)
+        elif previous is not None and unbound and previous.spec_hash != now.spec_hash:
+            self._send(ref, PodEventKind.CHANGED, pod)
+
+    def _send(self, ref: PodRef, kind: PodEventKind, pod: Obj | None = None) -> None:
+        event = PodEvent(
+            uid=ref.uid,
+            kind=kind,
+            phase=(pod or {}).get("status", {}).get("phase", "") if pod else "",
+            node_name=pods.node_name(pod) if pod else "",
+        )
+        self._spawn(self._signal(workload_workflow_id(ref.namespace, ref.uid), event))
+
+    async def _signal(self, workflow_id: str, event: PodEvent) -> None:
+        async with self._sem:
+            for attempt in range(5):
+                try:
+                    await self.temporal.get_workflow_handle(workflow_id).signal("pod_event", event)
+                    self.signals_sent += 1
+                    return
+                except RPCError as err:
+                    if err.status == RPCStatusCode.NOT_FOUND:
+                        return
+                    logger.warning("pod_event to %s failed (%s)", workflow_id, err.status)
+                    await asyncio.sleep(0.2 * 2**attempt)
+
+    async def _start(self, pod: Obj, ref: PodRef) -> None:
+        kind, name = owner_kind(pod)
+        workflow_id = workload_workflow_id(ref.namespace, ref.uid)
+        attributes = TypedSearchAttributes(
+            [
+                SearchAttributePair(SearchAttributeKey.for_keyword("SlinkyNamespace"), ref.namespace),
+                SearchAttributePair(SearchAttributeKey.for_keyword("SlinkyWorkloadKind"), kind),
+                SearchAttributePair(SearchAttributeKey.for_keyword("SlinkyWorkloadName"), name),
+                SearchAttributePair(SearchAttributeKey.for_keyword("SlinkyPhase"), "Submitting"),
+            ]
+        )
+        inp = WorkloadInput(
+            pod=ref,
+            kind=kind,
+            workload_name=name,
+            defaults=self.defaults,
+            safety_recheck_seconds=self.safety_recheck_seconds,
+        )
+        async with self._sem:
+            for attempt in range(5):
+                try:
+                    await self.temporal.start_workflow(
+                        "WorkloadWorkflow",
+                        inp,
+                        id=workflow_id,
+                        task_queue=self.task_queue,
+                        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                        search_attributes=attributes,
+                        request_eager_start=True,
+                    )
+                    self.started += 1
+                    return
+                except WorkflowAlreadyStartedError:
+                    return  # it ran to completion before: this pod's lifecycle is over
+                except RPCError as err:
+                    logger.warning("start %s failed (%s), attempt %d", workflow_id, err.status, attempt + 1)
+                    await asyncio.sleep(0.2 * 2**attempt)

@@ -1,0 +1,108 @@
+"""Routes Slurm job changes to the workflows that own the jobs: the single Slurm poll of the bridge.
+
+One :class:`JobWatcher` polls ``jobs?update_time=`` for all workloads (one request per interval, whatever
+the number of jobs). For every bridge job (its ``comment`` names the owning workflow) a meaningful change
+of state, pending reason or nodes becomes one ``job_event`` signal. The router also serves the submit
+activity as its job index: "does this workflow already own a live job?" costs no request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Hashable
+
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from slinky import hostlist
+from slinky.clients.slurm import JobEvent as WatchEvent
+from slinky.clients.slurm import JobEventType, JobInfo, JobWatcher, SlurmApi
+from slinky.models.workload import JobEvent, workflow_id_from_job_comment
+
+logger = logging.getLogger(__name__)
+QUIET_REASONS = frozenset({"", "None"})
+SIGNAL_CONCURRENCY = 32
+
+
+def _identity(job: JobInfo) -> Hashable:
+    # The comment names the owning workflow and never changes: a reused id with another owner is news.
+    return (job.submit_time, job.name, job.comment)
+
+
+def to_signal(job: JobInfo, vanished: bool = False) -> JobEvent:
+    if vanished:
+        return JobEvent(job_id=job.job_id, state="VANISHED")
+    return JobEvent(
+        job_id=job.job_id,
+        state=job.state,
+        reason=job.state_reason,
+        nodes=hostlist.expand(job.nodes) if job.is_running else [],
+    )
+
+
+def is_news(event: WatchEvent) -> bool:
+    """Whether a watcher event changes anything a workflow decides on."""
+    job = event.job
+    if event.type is JobEventType.VANISHED:
+        return not job.is_finished  # a finished job purged after MinJobAge was reported already
+    if event.type is JobEventType.ADDED:
+        return not (job.is_pending and job.state_reason in QUIET_REASONS)
+    previous = event.previous
+    if previous is None:
+        return True
+    return (job.state, job.state_reason, job.nodes) != (previous.state, previous.state_reason, previous.nodes)
+
+
+class SlurmJobRouter:
+    """The bridge's job watcher, job index and signal router in one."""
+
+    def __init__(self, slurm: SlurmApi, temporal: Client, *, interval_seconds: float = 0.25) -> None:
+        self.watcher = JobWatcher(slurm, interval_seconds=interval_seconds, identity=_identity)
+        self.temporal = temporal
+        self._live: dict[str, JobInfo] = {}
+        self._sem = asyncio.Semaphore(SIGNAL_CONCURRENCY)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.signals_sent = 0
+        self.watcher.add_callback(self._on_event)
+
+    # JobIndex protocol ------------------------------------------------------------------------------
+    async def wait_synced(self) -> None:
+        await self.watcher.wait_synced(timeout=15)
+
+    def live_job_of(self, workflow_id: str) -> JobInfo | None:
+        return self._live.get(workflow_id)
+
+    # Routing ----------------------------------------------------------------------------------------
+    def _on_event(self, event: WatchEvent) -> None:
+        workflow_id = workflow_id_from_job_comment(event.job.comment)
+        if workflow_id is None:
+            return
+        vanished = event.type is JobEventType.VANISHED
+        if vanished or event.job.is_finished:
+            if self._live.get(workflow_id, event.job).job_id == event.job_id:
+                self._live.pop(workflow_id, None)
+        else:
+            self._live[workflow_id] = event.job
+        if is_news(event):
+            task = asyncio.create_task(self._signal(workflow_id, to_signal(event.job, vanished)))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _signal(self, workflow_id: str, event: JobEvent) -> None:
+        async with self._sem:
+            for attempt in range(5):
+                try:
+                    await self.temporal.get_workflow_handle(workflow_id).signal("job_event", event)
+                    self.signals_sent += 1
+                    return
+                except RPCError as err:
+                    if err.status == RPCStatusCode.NOT_FOUND:
+                        return  # the workflow already ended: nothing left to tell
+                    logger.warning(
+                        "job_event to %s failed (%s), attempt %d", workflow_id, err.status, attempt + 1
+                    )
+                    await asyncio.sleep(0.2 * 2**attempt)
+
+    async def run(self) -> None:
+        await self.watcher.run()
