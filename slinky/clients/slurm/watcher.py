@@ -10,7 +10,10 @@ slurmrestd has no watch API. :class:`JobWatcher` polls ``GET jobs?update_time=T`
 
 When anything changed, slurmrestd answers with the **full** job list, not a delta, so every non-empty
 answer is a snapshot to diff against. When nothing changed it answers ``last_update=0`` and the client
-keeps the previous ``update_time``. After any error the next poll asks for the full list again (a resync),
+keeps the previous ``update_time``. ``last_update`` has one-second resolution and slurmctld answers
+"no change" when it equals ``update_time``, so a change later in the same second would be missed; the
+watcher therefore asks for changes since ``last_update - 1``, paying with full lists during the second
+after a change. After any error the next poll asks for the full list again (a resync),
 so an outage of slurmctld ends with one diff that reports whatever changed meanwhile.
 
 Job-ID reuse: a slurmctld killed within a few seconds of submissions loses them, and new submissions get
@@ -217,7 +220,7 @@ class JobWatcher:
         Raises:
             SlurmError: The poll failed; the next poll resyncs.
         """
-        update_time = None if self._need_resync else self._last_update
+        update_time = None if self._need_resync or self._last_update is None else self._last_update - 1
         try:
             page = await self._client.list_jobs(update_time)
         except SlurmError:
@@ -227,7 +230,7 @@ class JobWatcher:
             self.polls += 1
         now = time.monotonic()
         self._need_resync = False
-        if page.last_update is not None:
+        if page.changed and page.last_update is not None:
             self._last_update = page.last_update
         if not page.changed:
             return []
