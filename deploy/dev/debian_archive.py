@@ -13,11 +13,16 @@ def main() -> int:
         print(os.environ["SLINKY_DEBIAN_ARCHIVE"].rstrip("/"))
         return 0
     texts: list[str] = []
-    for path in [pathlib.Path("/etc/apt/sources.list"), *sorted(pathlib.Path("/etc/apt/sources.list.d").glob("*"))]:
+    for path in [
+        pathlib.Path("/etc/apt/sources.list"),
+        *sorted(pathlib.Path("/etc/apt/sources.list.d").glob("*")),
+    ]:
         if path.is_file() and not path.name.endswith(".disabled-by-farm"):
             texts.append(path.read_text(errors="replace"))
     for text in texts:
-        for uri in re.findall(r"^URIs:\s*(\S+)", text, flags=re.M) + re.findall(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+\S+", text, flags=re.M):
+        for uri in re.findall(r"^URIs:\s*(\S+)", text, flags=re.M) + re.findall(
+            r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+\S+", text, flags=re.M
+        ):
             if "security" not in uri and "debian" in uri:
                 print(uri.rstrip("/"))
                 return 0

@@ -44,8 +44,11 @@ def main() -> int:
     parts = _get(base + "/partitions", headers)["partitions"]
     print("== Slurm nodes (slurmrestd v0.0.44, JWT)")
     for n in nodes:  # type: ignore[attr-defined]
-        print(f"  {n['name']:16} state={'+'.join(n['state']):28} cpus={n['cpus']:3} memory={n['real_memory']}MiB"
-              f" partitions={','.join(n['partitions'])}")
+        print(
+            f"  {n['name']:16} state={'+'.join(n['state']):28} cpus={n['cpus']:3}"
+            f" memory={n['real_memory']}MiB"
+            f" partitions={','.join(n['partitions'])}"
+        )
     print("== Slurm partitions")
     for p in parts:  # type: ignore[attr-defined]
         print(f"  {p['name']:16} nodes={p['nodes']['configured'] or '-'}")

@@ -110,7 +110,7 @@ def _wait(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
         try:
             if check():
                 return
-        except Exception:  # noqa: BLE001 - any failure means "not ready yet"
+        except Exception:
             pass
         time.sleep(0.1)
     raise StackError(f"{what} not ready after {timeout:.0f}s; see {STATE / 'logs'}")
@@ -772,7 +772,7 @@ def status(*, quiet: bool = False) -> int:
             if name in checks:
                 try:
                     ok = checks[name]()
-                except Exception:  # noqa: BLE001
+                except Exception:
                     ok = False
             state = f"running (pid {pid})" + ("" if ok else ", NOT HEALTHY")
             healthy &= ok

@@ -38,8 +38,11 @@ def namespace(core: client.CoreV1Api) -> Iterator[str]:
 
 def slurm(dev_env: dict[str, str], token: str | None = None) -> httpx.Client:
     jwt = token if token is not None else Path(dev_env["SLURM_JWT_FILE"]).read_text().strip()
-    return httpx.Client(base_url=dev_env["SLURM_REST_URL"], timeout=30,
-                        headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": jwt})
+    return httpx.Client(
+        base_url=dev_env["SLURM_REST_URL"],
+        timeout=30,
+        headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": jwt},
+    )
 
 
 def eventually(check: Any, timeout: float = 30.0, interval: float = 0.1) -> Any:
@@ -92,24 +95,32 @@ def test_job_controller_creates_pods_and_completes_the_job(
             containers=[client.V1Container(name="main", image="busybox")],
         ),
     )
-    batch.create_namespaced_job(namespace, client.V1Job(
-        metadata=client.V1ObjectMeta(name="two"),
-        spec=client.V1JobSpec(parallelism=2, completions=2, template=template),
-    ))
-    pods = eventually(lambda: (lambda items: items if len(items) == 2 else None)(
-        core.list_namespaced_pod(namespace).items), timeout=30)
+    batch.create_namespaced_job(
+        namespace,
+        client.V1Job(
+            metadata=client.V1ObjectMeta(name="two"),
+            spec=client.V1JobSpec(parallelism=2, completions=2, template=template),
+        ),
+    )
+    pods = eventually(
+        lambda: (lambda items: items if len(items) == 2 else None)(core.list_namespaced_pod(namespace).items),
+        timeout=30,
+    )
     for pod in pods:
         owner = pod.metadata.owner_references[0]
         assert (owner.kind, owner.name) == ("Job", "two")
         assert pod.spec.scheduler_name == wellknown.SCHEDULER_NAME
         assert pod.spec.node_name is None  # nothing schedules them until we bind
-        body = client.V1Binding(metadata=client.V1ObjectMeta(name=pod.metadata.name),
-                                target=client.V1ObjectReference(kind="Node", name="slinky-node-1"))
+        body = client.V1Binding(
+            metadata=client.V1ObjectMeta(name=pod.metadata.name),
+            target=client.V1ObjectReference(kind="Node", name="slinky-node-1"),
+        )
         resp = core.create_namespaced_pod_binding(pod.metadata.name, namespace, body, _preload_content=False)
         resp.read()
         resp.release_conn()
-    eventually(lambda: (batch.read_namespaced_job_status("two", namespace).status.succeeded or 0) == 2,
-               timeout=60)
+    eventually(
+        lambda: (batch.read_namespaced_job_status("two", namespace).status.succeeded or 0) == 2, timeout=60
+    )
 
 
 def test_rest_ping_needs_a_valid_jwt(dev_env: dict[str, str]) -> None:
@@ -124,16 +135,28 @@ def test_rest_ping_needs_a_valid_jwt(dev_env: dict[str, str]) -> None:
 
 def test_external_job_reaches_running_on_an_external_node(dev_env: dict[str, str]) -> None:
     desc = {
-        "name": f"smoke-{uuid.uuid4().hex[:6]}", "partition": wellknown.DEFAULT_PARTITION,
-        "flags": ["EXTERNAL_JOB"], "minimum_nodes": 1, "maximum_nodes": 1, "tasks_per_node": 1,
-        "cpus_per_task": 1, "shared": ["none"], "current_working_directory": "/tmp",
+        "name": f"smoke-{uuid.uuid4().hex[:6]}",
+        "partition": wellknown.DEFAULT_PARTITION,
+        "flags": ["EXTERNAL_JOB"],
+        "minimum_nodes": 1,
+        "maximum_nodes": 1,
+        "tasks_per_node": 1,
+        "cpus_per_task": 1,
+        "shared": ["none"],
+        "current_working_directory": "/tmp",
         "admin_comment": '{"pods": ["smoke/pod"]}',
     }
     with slurm(dev_env) as rest:
-        job_id = rest.post("/slurm/v0.0.44/job/submit", json={"job": desc}).raise_for_status().json()["job_id"]
+        job_id = (
+            rest.post("/slurm/v0.0.44/job/submit", json={"job": desc}).raise_for_status().json()["job_id"]
+        )
         try:
-            job = eventually(lambda: (lambda j: j if "RUNNING" in j["job_state"] else None)(
-                rest.get(f"/slurm/v0.0.44/job/{job_id}").json()["jobs"][0]), timeout=20)
+            job = eventually(
+                lambda: (lambda j: j if "RUNNING" in j["job_state"] else None)(
+                    rest.get(f"/slurm/v0.0.44/job/{job_id}").json()["jobs"][0]
+                ),
+                timeout=20,
+            )
             assert job["nodes"].startswith("slinky-node-")
             assert "EXTERNAL_JOB" in job["flags"]
             assert job["admin_comment"] == desc["admin_comment"]
@@ -150,10 +173,21 @@ async def test_temporal_workflow_with_an_activity_completes(dev_env: dict[str, s
 
 
 def test_dev_up_is_idempotent(dev_env: dict[str, str]) -> None:
-    out = subprocess.run([sys.executable, "-m", "slinky.cli", "dev", "up"], cwd=REPO, text=True,
-                         capture_output=True, check=True, timeout=120).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "slinky.cli", "dev", "up"],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        check=True,
+        timeout=120,
+    ).stdout
     for component in ("etcd", "kube-apiserver", "kube-controller-manager", "Slurm", "Temporal"):
         assert f"{component} already running" in out
-    status = subprocess.run([sys.executable, "-m", "slinky.cli", "dev", "status"], cwd=REPO, text=True,
-                            capture_output=True, timeout=60)
+    status = subprocess.run(
+        [sys.executable, "-m", "slinky.cli", "dev", "status"],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
     assert status.returncode == 0, status.stdout
