@@ -139,10 +139,7 @@ class KubeActivities:
             return False
         finalizers = list(pod["metadata"].get("finalizers") or [])
         labels = pod["metadata"].get("labels") or {}
-        if (
-            labels.get(wellknown.LABEL_SLURM_JOB_ID) == str(data.job_id)
-            and wellknown.FINALIZER_SCHEDULER in finalizers
-        ):
+        if labels.get(wellknown.LABEL_SLURM_JOB_ID) == str(data.job_id) and wellknown.FINALIZER_SCHEDULER in finalizers:
             return True
         if pod["metadata"].get("deletionTimestamp"):
             return False  # a finalizer cannot be added to a deleting object
@@ -169,9 +166,7 @@ class KubeActivities:
         """Bind the pod to the Kubernetes node of its Slurm allocation; idempotent, never binds twice."""
         node = self.nodes.kube_node_for(data.slurm_node)
         if node is None:
-            raise ApplicationError(
-                f"Slurm node {data.slurm_node} maps to no Kubernetes node", type="NoKubeNodeMatch"
-            )
+            raise ApplicationError(f"Slurm node {data.slurm_node} maps to no Kubernetes node", type="NoKubeNodeMatch")
         pod = await self._get_pod(data.pod)
         if pod is None or pods.is_gone(pod):
             return BindPodResult(pod_gone=True)
@@ -187,9 +182,7 @@ class KubeActivities:
         path = pod_path(data.pod.namespace, data.pod.name)
         annotations = pod["metadata"].get("annotations") or {}
         if annotations.get(wellknown.ANNOTATION_SLURM_NODE) != node:
-            await self.kube.patch(
-                path, {"metadata": {"annotations": {wellknown.ANNOTATION_SLURM_NODE: node}}}
-            )
+            await self.kube.patch(path, {"metadata": {"annotations": {wellknown.ANNOTATION_SLURM_NODE: node}}})
         binding = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -206,9 +199,7 @@ class KubeActivities:
             if again is None:
                 return BindPodResult(pod_gone=True)
             if again["spec"].get("nodeName") != node:
-                raise ApplicationError(
-                    "pod bound elsewhere", type="AlreadyBound", non_retryable=True
-                ) from None
+                raise ApplicationError("pod bound elsewhere", type="AlreadyBound", non_retryable=True) from None
         return BindPodResult(node=node)
 
     @activity.defn(name="set_pod_condition")

@@ -109,9 +109,7 @@ class SlurmActivities:
         except SlurmUnavailable as err:
             raise _unavailable(err) from err
         except SlurmRejected as err:
-            return UpdateJobResult(
-                updated=False, error_number=err.error_number, error_message=_rejection_text(err)
-            )
+            return UpdateJobResult(updated=False, error_number=err.error_number, error_message=_rejection_text(err))
         return UpdateJobResult(updated=True)
 
     @activity.defn(name="cancel_job")

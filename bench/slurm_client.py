@@ -120,10 +120,7 @@ async def main(jobs: int, rounds: int, watch_samples: int) -> None:
     print(f"  throughput ratio client/raw: {ratio:.2f} (goal >= 0.9)")
     if added:
         print(f"watcher (0.25 s interval, {table} jobs listed at start)")
-        print(
-            f"watcher added latency RUNNING->event, n={len(added)}: {ms(added)}, "
-            f"max {max(added) * 1000:.0f} ms"
-        )
+        print(f"watcher added latency RUNNING->event, n={len(added)}: {ms(added)}, max {max(added) * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

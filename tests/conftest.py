@@ -24,12 +24,12 @@ def dev_env() -> Iterator[dict[str, str]]:
 
     started = False
     if stack.status(quiet=True) != 0:
-        proc = subprocess.run([sys.executable, "-m", "slinky.cli", "dev", "up"], cwd=REPO, text=True,
-                              capture_output=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "slinky.cli", "dev", "up"], cwd=REPO, text=True, capture_output=True
+        )
         if proc.returncode != 0:
             pytest.fail(f"slinky dev up failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         started = True
     yield stack.load_env_file()
     if started and os.environ.get("SLINKY_KEEP_STACK") != "1":
-        subprocess.run([sys.executable, "-m", "slinky.cli", "dev", "down"], cwd=REPO, check=False,
-                       capture_output=True)
+        subprocess.run([sys.executable, "-m", "slinky.cli", "dev", "down"], cwd=REPO, check=False, capture_output=True)

@@ -30,9 +30,7 @@ logger = logging.getLogger(__name__)
 
 
 class GarbageCollector:
-    def __init__(
-        self, kube: KubeClient, slurm: SlurmApi, temporal: Client, *, interval_seconds: float = 60.0
-    ) -> None:
+    def __init__(self, kube: KubeClient, slurm: SlurmApi, temporal: Client, *, interval_seconds: float = 60.0) -> None:
         self.kube = kube
         self.slurm = slurm
         self.temporal = temporal
@@ -94,9 +92,7 @@ class GarbageCollector:
                     await self.kube.delete(path, uid=meta["uid"])
                 finalizers = [f for f in meta.get("finalizers") or [] if f != wellknown.FINALIZER_SCHEDULER]
                 if finalizers != (meta.get("finalizers") or []):
-                    await self.kube.patch(
-                        path, {"metadata": {"uid": meta["uid"], "finalizers": finalizers or None}}
-                    )
+                    await self.kube.patch(path, {"metadata": {"uid": meta["uid"], "finalizers": finalizers or None}})
                 self.pods_deleted += 1
             except KubeNotFound:
                 continue

@@ -63,9 +63,7 @@ class NodeCache:
                     rv = listing["metadata"]["resourceVersion"]
                     self._reindex()
                     self.synced.set()
-                async for event in self.kube.watch(
-                    "/api/v1/nodes", {"resourceVersion": rv, "timeoutSeconds": 300}
-                ):
+                async for event in self.kube.watch("/api/v1/nodes", {"resourceVersion": rv, "timeoutSeconds": 300}):
                     obj = event["object"]
                     rv = obj["metadata"]["resourceVersion"]
                     if event["type"] == "BOOKMARK":

@@ -99,9 +99,7 @@ class SlurmJobRouter:
                 except RPCError as err:
                     if err.status == RPCStatusCode.NOT_FOUND:
                         return  # the workflow already ended: nothing left to tell
-                    logger.warning(
-                        "job_event to %s failed (%s), attempt %d", workflow_id, err.status, attempt + 1
-                    )
+                    logger.warning("job_event to %s failed (%s), attempt %d", workflow_id, err.status, attempt + 1)
                     await asyncio.sleep(0.2 * 2**attempt)
 
     async def run(self) -> None:

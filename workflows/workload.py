@@ -162,9 +162,7 @@ class WorkloadWorkflow:
         return result
 
     async def _do(self, name: str, arg: Any, policy: Any = retry.KUBE) -> None:
-        await workflow.execute_local_activity(
-            name, arg, start_to_close_timeout=retry.CALL_TIMEOUT, retry_policy=policy
-        )
+        await workflow.execute_local_activity(name, arg, start_to_close_timeout=retry.CALL_TIMEOUT, retry_policy=policy)
 
     async def _event(self, reason: str, message: str, type_: str = "Normal") -> None:
         assert self.inp is not None
@@ -210,9 +208,7 @@ class WorkloadWorkflow:
         self.pod_terminal |= state.phase in ("Succeeded", "Failed")
         if self.job_id is not None:
             wid = workflow.info().workflow_id
-            self.job = await self._call(
-                "get_job", JobRef(job_id=self.job_id, workflow_id=wid), JobEvent, retry.SLURM
-            )
+            self.job = await self._call("get_job", JobRef(job_id=self.job_id, workflow_id=wid), JobEvent, retry.SLURM)
 
     def _job_ended(self) -> bool:
         return self.job is not None and self.job.state in ENDED_STATES
@@ -316,9 +312,7 @@ class WorkloadWorkflow:
             if self.job is not None and self.job.state == "PENDING" and self.job.reason not in QUIET_REASONS:
                 if self.job.reason != self.reason_shown:
                     self.reason_shown = self.job.reason
-                    await self._condition(
-                        "Unschedulable", f"Slurm job {self.job_id} is pending: {self.job.reason}"
-                    )
+                    await self._condition("Unschedulable", f"Slurm job {self.job_id} is pending: {self.job.reason}")
             await self._wait()
 
     async def _apply_pod_change(self) -> None:
@@ -366,9 +360,7 @@ class WorkloadWorkflow:
         assert self.inp is not None and self.job is not None
         state = self.job.state
         self.step = "delete_pod"
-        await self._event(
-            REASON_JOB_ENDED, f"Slurm job {self.job_id} is {state}; deleting the pod", "Warning"
-        )
+        await self._event(REASON_JOB_ENDED, f"Slurm job {self.job_id} is {state}; deleting the pod", "Warning")
         await self._do("delete_pod", DeletePodInput(pod=self.inp.pod))
         return await self._cleanup(f"the Slurm job ended ({state})", cancel=False)
 
@@ -379,9 +371,7 @@ class WorkloadWorkflow:
         deadline = workflow.now() + timedelta(seconds=self.inp.gone_timeout_seconds)
         while not (self.pod_gone or self.pod_terminal):
             if workflow.now() >= deadline:
-                workflow.logger.warning(
-                    "pod %s did not stop in time; cancelling its job anyway", self.inp.pod.key
-                )
+                workflow.logger.warning("pod %s did not stop in time; cancelling its job anyway", self.inp.pod.key)
                 return
             await self._wait()
 

@@ -183,9 +183,7 @@ class SlurmUnsupported(SlurmError):
     """
 
     def __init__(self, feature: str, api_version: str, minimum_version: str) -> None:
-        super().__init__(
-            f"{feature} needs slurmrestd API {minimum_version} or later; this client uses {api_version}"
-        )
+        super().__init__(f"{feature} needs slurmrestd API {minimum_version} or later; this client uses {api_version}")
         self.feature = feature
         self.api_version = api_version
         self.minimum_version = minimum_version

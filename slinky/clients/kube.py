@@ -233,9 +233,7 @@ class KubeClient:
         """
         query = {**(params or {}), "watch": "true", "allowWatchBookmarks": "true"}
         try:
-            async with self._http.stream(
-                "GET", path, params=query, timeout=httpx.Timeout(None, connect=5.0)
-            ) as r:
+            async with self._http.stream("GET", path, params=query, timeout=httpx.Timeout(None, connect=5.0)) as r:
                 if r.status_code >= 400:
                     await r.aread()
                     raise_for_status(r, "WATCH", path)

@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from slinky.clients.kube import KubeClient
 from slinky.dev import stack
+
+EXAMPLES = stack.REPO / "deploy" / "examples"
 
 
 def _get(url: str, headers: dict[str, str]) -> dict[str, object]:
@@ -54,7 +59,80 @@ def main() -> int:
         print(f"  {p['name']:16} nodes={p['nodes']['configured'] or '-'}")
     print("== Temporal")
     print(f"  frontend {env['TEMPORAL_ADDRESS']}  Web UI {env['TEMPORAL_UI_URL']}")
-    print(f"\nsource {stack.STATE / 'env'}  # then: kubectl get nodes; temporal workflow list")
+    return bridge_scenario(env)
+
+
+def _sh(env: dict[str, str], *argv: str, check: bool = True) -> str:
+    full = {**os.environ, **{k: v for k, v in env.items() if k != "PATH"}}
+    proc = subprocess.run(list(argv), env=full, text=True, capture_output=True, check=False)
+    if check and proc.returncode != 0:
+        raise SystemExit(f"demo: {' '.join(argv)} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def bridge_scenario(env: dict[str, str]) -> int:
+    """The seed scenario: the pause pod is bound next to its Slurm job, visible from all three sides."""
+    slinky = [sys.executable, "-m", "slinky.cli"]
+    print("\n== Bridge: the seed pause pod (deploy/examples/pause-pod.yaml)")
+    _sh(env, "kubectl", "create", "namespace", "slurm-bridge", check=False)
+    _sh(
+        env,
+        "kubectl",
+        "delete",
+        "pod",
+        "-n",
+        "slurm-bridge",
+        "pause-pod",
+        "--ignore-not-found",
+        "--wait=true",
+    )
+    _sh(env, "kubectl", "apply", "-f", str(EXAMPLES / "pause-pod.yaml"))
+    deadline = time.monotonic() + 60
+    node = ""
+    while time.monotonic() < deadline and not node:
+        node = _sh(
+            env, "kubectl", "get", "pod", "-n", "slurm-bridge", "pause-pod", "-o", "jsonpath={.spec.nodeName}"
+        ).strip()
+        time.sleep(0.2)
+    if not node:
+        print("demo: the pause pod was not bound within 60 s; see .slinky-dev/logs/bridge-worker.log")
+        return 1
+    print("$ kubectl get pod -n slurm-bridge -o wide")
+    print(_sh(env, "kubectl", "get", "pod", "-n", "slurm-bridge", "pause-pod", "-o", "wide"), end="")
+    print("$ kubectl get pod pause-pod -o jsonpath='{labels} {annotations[slurm-node]} {finalizers}'")
+    print(
+        "  "
+        + _sh(
+            env,
+            "kubectl",
+            "get",
+            "pod",
+            "-n",
+            "slurm-bridge",
+            "pause-pod",
+            "-o",
+            "jsonpath={.metadata.labels} {.metadata.annotations.slinky\\.slurm\\.net/slurm-node} "
+            "{.metadata.finalizers}",
+        )
+    )
+    print("$ slinky slurm jobs   (Slurm's own view, through slurmrestd)")
+    print(
+        "\n".join(
+            line
+            for line in _sh(env, *slinky, "slurm", "jobs").splitlines()
+            if "pausepod" in line or line.startswith(("JOB", "ID"))
+        )
+    )
+    print("$ kubectl describe pod pause-pod  (events)")
+    events = _sh(env, "kubectl", "describe", "pod", "-n", "slurm-bridge", "pause-pod")
+    print(events[events.find("Events:") :].rstrip())
+    print("$ slinky workloads show pause-pod")
+    print(_sh(env, *slinky, "workloads", "show", "pause-pod").rstrip())
+    print(
+        f'\nTemporal Web UI: {env["TEMPORAL_UI_URL"]}/namespaces/default/workflows  (search: SlinkyWorkloadName="pause-pod")'
+    )
+    print(f"source {stack.STATE / 'env'}   # then kubectl, temporal and slinky work from your shell")
+    print("kubectl delete pod -n slurm-bridge pause-pod   # ends the lifecycle: job cancelled, finalizer removed")
     return 0
 
 

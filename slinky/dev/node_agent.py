@@ -131,14 +131,10 @@ def node_conditions(now: float, since: float) -> list[Obj]:
         }
 
     return [
-        cond(
-            "MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"
-        ),
+        cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
         cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
         cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-        cond(
-            "Ready", "True", "KubeletReady", "simulated kubelet (slinky node agent) is posting ready status"
-        ),
+        cond("Ready", "True", "KubeletReady", "simulated kubelet (slinky node agent) is posting ready status"),
     ]
 
 
@@ -184,9 +180,7 @@ def lease_object(node: Obj, now: float) -> Obj:
         "metadata": {
             "name": name,
             "namespace": LEASE_NAMESPACE,
-            "ownerReferences": [
-                {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
-            ],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}],
         },
         "spec": {
             "holderIdentity": name,
@@ -605,9 +599,7 @@ class NodeAgent:
             node = await self.api.request(
                 "PATCH", f"/api/v1/nodes/{name}", {"metadata": {"labels": node_labels(name, shape)}}, MERGE
             )
-            ready: Obj = next(
-                (c for c in node.get("status", {}).get("conditions") or [] if c["type"] == "Ready"), {}
-            )
+            ready: Obj = next((c for c in node.get("status", {}).get("conditions") or [] if c["type"] == "Ready"), {})
             since = parse_time(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
             if since is not None:
                 self._ready_since[name] = since
@@ -632,9 +624,7 @@ class NodeAgent:
         now = time.time()
         status = node_status(name, self.options.shape, now, self._ready_since[name])
         try:
-            node = await self.api.request(
-                "PATCH", f"/api/v1/nodes/{name}/status", {"status": status}, STRATEGIC
-            )
+            node = await self.api.request("PATCH", f"/api/v1/nodes/{name}/status", {"status": status}, STRATEGIC)
             await self._clear_condition_taints(name, node)
         except ApiError as exc:
             if exc.status != 404:
@@ -666,9 +656,7 @@ class NodeAgent:
         taints = (node.get("spec") or {}).get("taints") or []
         kept = [t for t in taints if t.get("key") not in CONDITION_TAINTS]
         if len(kept) != len(taints):
-            await self.api.request(
-                "PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": kept or None}}, MERGE
-            )
+            await self.api.request("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": kept or None}}, MERGE)
             log.info("node %s: removed condition taints", name)
 
     async def delete_nodes(self) -> None:
@@ -708,9 +696,7 @@ class NodeAgent:
                     )
                     self.synced.set()
                 events = 0
-                async for event in self.api.watch(
-                    "/api/v1/pods", params, rv, self.options.watch_timeout_seconds
-                ):
+                async for event in self.api.watch("/api/v1/pods", params, rv, self.options.watch_timeout_seconds):
                     events += 1
                     obj = event.get("object") or {}
                     rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
@@ -812,9 +798,7 @@ class NodeAgent:
                     # Per-pod exponential backoff, and one warning per outage rather than one per retry.
                     n = self._failures[key] = self._failures.get(key, 0) + 1
                     delay = min(0.5 * 2**n, 30.0)
-                    (log.warning if n == 1 else log.debug)(
-                        "pod %s/%s: %r; retrying in %.0fs", *key, exc, delay
-                    )
+                    (log.warning if n == 1 else log.debug)("pod %s/%s: %r; retrying in %.0fs", *key, exc, delay)
                     self._arm(key, time.time() + delay)
                 else:
                     log.exception("pod %s/%s: giving up on this event", *key)
@@ -899,9 +883,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--memory", default="16Gi", help="memory capacity per node (quantity)")
     p.add_argument("--gpus", type=int, default=0, help="nvidia.com/gpu per node (0: none)")
     p.add_argument("--pods", type=int, default=110, help="pod capacity per node")
-    p.add_argument(
-        "--label", type=_label, action="append", default=[], metavar="K=V", help="extra node label"
-    )
+    p.add_argument("--label", type=_label, action="append", default=[], metavar="K=V", help="extra node label")
     p.add_argument("--heartbeat-seconds", type=float, default=10.0)
     p.add_argument("--workers", type=int, default=16, help="concurrent API writes")
     p.add_argument("--delete-nodes-on-exit", action="store_true")
@@ -919,9 +901,7 @@ async def amain(args: argparse.Namespace) -> int:
     options = AgentOptions(
         nodes=args.nodes,
         prefix=args.prefix,
-        shape=NodeShape(
-            cpu=args.cpu, memory=args.memory, pods=args.pods, gpus=args.gpus, labels=dict(args.label)
-        ),
+        shape=NodeShape(cpu=args.cpu, memory=args.memory, pods=args.pods, gpus=args.gpus, labels=dict(args.label)),
         heartbeat_seconds=args.heartbeat_seconds,
         workers=args.workers,
         delete_nodes_on_exit=args.delete_nodes_on_exit,
@@ -941,9 +921,7 @@ async def amain(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request would drown the transitions
     return asyncio.run(amain(args))
 

@@ -142,16 +142,12 @@ def preflight() -> None:
 
 
 def ensure_artifacts() -> None:
-    if not all(
-        (KUBE_BIN / b).is_file() for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
-    ):
+    if not all((KUBE_BIN / b).is_file() for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")):
         log("building kube-apiserver, kube-controller-manager, kube-scheduler v1.20.2 (once; ~6-10 min)")
         _with_progress("kubernetes build", ["bash", str(DEPLOY_DEV / "build-kubernetes.sh"), str(KUBE_BIN)])
     if not SLURM_TARBALL.is_file():
         log("building the Slurm 26.05 rootfs with debootstrap (once; ~2 min)")
-        _with_progress(
-            "slurm rootfs", ["bash", str(DEPLOY_DEV / "build-slurm-rootfs.sh"), str(SLURM_TARBALL)]
-        )
+        _with_progress("slurm rootfs", ["bash", str(DEPLOY_DEV / "build-slurm-rootfs.sh"), str(SLURM_TARBALL)])
 
 
 # --------------------------------------------------------------------------------------------- kubernetes
@@ -676,9 +672,7 @@ def start_workers(procs: ProcessTable) -> None:
         log("bridge worker already running")
         return
     env = {k: v for k, v in env_values().items() if k != "PATH"}
-    env.update(
-        {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONUNBUFFERED": "1", "HOME": str(Path.home())}
-    )
+    env.update({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONUNBUFFERED": "1", "HOME": str(Path.home())})
     env.update({k: v for k, v in os.environ.items() if k.startswith("SLINKY_")})
     procs.start(
         "bridge-worker",

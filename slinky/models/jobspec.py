@@ -122,9 +122,7 @@ class SlurmJobSpec(BaseModel):
     constraints: str | None = Field(None, description="Comma-separated Slurm node features.")
     wckey: str | None = None
     priority: int | None = Field(None, ge=0)
-    user_id: int | None = Field(
-        None, ge=0, description="Numeric uid; Slurm runs the job as the JWT's user if unset."
-    )
+    user_id: int | None = Field(None, ge=0, description="Numeric uid; Slurm runs the job as the JWT's user if unset.")
     group_id: int | None = Field(None, ge=0, description="Numeric gid.")
     min_nodes: int | None = Field(None, ge=1)
     max_nodes: int | None = Field(None, ge=1)

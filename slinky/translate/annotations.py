@@ -139,9 +139,7 @@ def parse_annotations(annotations: Mapping[str, str] | None) -> ParsedAnnotation
                     )
                 )
                 continue
-            warnings.append(
-                TranslationWarning(annotation=key, message=f"{key} is deprecated; use {canonical}")
-            )
+            warnings.append(TranslationWarning(annotation=key, message=f"{key} is deprecated; use {canonical}"))
         name, parser = FIELDS[canonical]
         raw = annotations[key]
         if not isinstance(raw, str):

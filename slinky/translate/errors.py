@@ -44,9 +44,7 @@ class TranslationError(ValueError):
         return (_rebuild, (type(self), self.reason, self.annotation, self.field))
 
 
-def _rebuild(
-    cls: type[TranslationError], reason: str, annotation: str | None, field: str | None
-) -> TranslationError:
+def _rebuild(cls: type[TranslationError], reason: str, annotation: str | None, field: str | None) -> TranslationError:
     return cls(reason, annotation=annotation, field=field)
 
 

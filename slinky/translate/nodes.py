@@ -100,9 +100,7 @@ def _hard_taints(node: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
     taints = list(spec.get("taints") or [])
     if spec.get("unschedulable") and not any(t.get("key") == TAINT_UNSCHEDULABLE for t in taints):
         taints.append({"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule"})
-    return [
-        t for t in taints if t.get("effect") in HARD_TAINT_EFFECTS and t.get("key") not in _IGNORED_TAINTS
-    ]
+    return [t for t in taints if t.get("effect") in HARD_TAINT_EFFECTS and t.get("key") not in _IGNORED_TAINTS]
 
 
 def tolerates_node(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:

@@ -46,9 +46,7 @@ async def slurm(request: pytest.FixtureRequest) -> AsyncIterator[SlurmApi]:
         await client.aclose()
 
 
-async def _until(
-    slurm: SlurmApi, job_id: int, predicate: Callable[[JobInfo], bool], timeout: float = 20.0
-) -> JobInfo:
+async def _until(slurm: SlurmApi, job_id: int, predicate: Callable[[JobInfo], bool], timeout: float = 20.0) -> JobInfo:
     """Poll a job until ``predicate`` holds; a scheduler tick for the fake, ~1 s ticks for the real one."""
     deadline = time.monotonic() + timeout
     while True:

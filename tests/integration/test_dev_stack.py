@@ -118,9 +118,7 @@ def test_job_controller_creates_pods_and_completes_the_job(
         resp = core.create_namespaced_pod_binding(pod.metadata.name, namespace, body, _preload_content=False)
         resp.read()
         resp.release_conn()
-    eventually(
-        lambda: (batch.read_namespaced_job_status("two", namespace).status.succeeded or 0) == 2, timeout=60
-    )
+    eventually(lambda: (batch.read_namespaced_job_status("two", namespace).status.succeeded or 0) == 2, timeout=60)
 
 
 def test_rest_ping_needs_a_valid_jwt(dev_env: dict[str, str]) -> None:
@@ -147,9 +145,7 @@ def test_external_job_reaches_running_on_an_external_node(dev_env: dict[str, str
         "admin_comment": '{"pods": ["smoke/pod"]}',
     }
     with slurm(dev_env) as rest:
-        job_id = (
-            rest.post("/slurm/v0.0.44/job/submit", json={"job": desc}).raise_for_status().json()["job_id"]
-        )
+        job_id = rest.post("/slurm/v0.0.44/job/submit", json={"job": desc}).raise_for_status().json()["job_id"]
         try:
             job = eventually(
                 lambda: (lambda j: j if "RUNNING" in j["job_state"] else None)(

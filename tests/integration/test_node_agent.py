@@ -49,9 +49,7 @@ def eventually(probe: Callable[[], Any], timeout: float = 20.0, interval: float 
     pytest.fail(f"condition not met within {timeout}s; last value: {value!r}")
 
 
-def make_bound_pod(
-    core: client.CoreV1Api, namespace: str, node: str, annotations: dict[str, str] | None = None
-) -> str:
+def make_bound_pod(core: client.CoreV1Api, namespace: str, node: str, annotations: dict[str, str] | None = None) -> str:
     """Create a pod for a scheduler nobody runs, then bind it through the binding subresource."""
     name = f"p-{uuid.uuid4().hex[:8]}"
     pod = client.V1Pod(
@@ -78,9 +76,7 @@ def phase(core: client.CoreV1Api, namespace: str, name: str) -> str:
 
 
 def test_nodes_are_ready_with_fresh_leases(dev_env: dict[str, str], core: client.CoreV1Api) -> None:
-    nodes = {
-        n.metadata.name: n for n in core.list_node(label_selector=f"{wellknown.LABEL_SIM_AGENT}=true").items
-    }
+    nodes = {n.metadata.name: n for n in core.list_node(label_selector=f"{wellknown.LABEL_SIM_AGENT}=true").items}
     assert set(NODES) <= set(nodes)
     for name in NODES:
         ready = next(c for c in nodes[name].status.conditions if c.type == "Ready")
@@ -114,9 +110,7 @@ def test_non_zero_exit_code_fails_the_pod(core: client.CoreV1Api, namespace: str
     )
 
     eventually(lambda: phase(core, namespace, name) == "Failed")
-    terminated = (
-        core.read_namespaced_pod_status(name, namespace).status.container_statuses[0].state.terminated
-    )
+    terminated = core.read_namespaced_pod_status(name, namespace).status.container_statuses[0].state.terminated
     assert (terminated.exit_code, terminated.reason) == (3, "Error")
 
 
@@ -147,9 +141,7 @@ def test_finalizer_holds_a_deleted_pod(core: client.CoreV1Api, namespace: str) -
 
     core.delete_namespaced_pod(name, namespace)
     pod = eventually(
-        lambda: (
-            (p := core.read_namespaced_pod(name, namespace)).metadata.deletion_grace_period_seconds == 0 and p
-        )
+        lambda: (p := core.read_namespaced_pod(name, namespace)).metadata.deletion_grace_period_seconds == 0 and p
     )
     assert pod.metadata.finalizers == [wellknown.FINALIZER_SCHEDULER]
     assert pod.status.container_statuses[0].state.terminated is not None

@@ -102,9 +102,7 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     """Left-aligned columns separated by two spaces, like ``squeue``."""
     cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    )
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
 
 
 def _render_ping(pings: Any) -> str:
@@ -118,9 +116,7 @@ def _render_jobs(jobs: Any) -> str:
          j.admin_comment[:40])
         for j in jobs
     ]  # fmt: skip
-    return render_table(
-        ("JOBID", "NAME", "PARTITION", "STATE", "REASON", "NODES", "NODELIST", "ADMIN_COMMENT"), rows
-    )
+    return render_table(("JOBID", "NAME", "PARTITION", "STATE", "REASON", "NODES", "NODELIST", "ADMIN_COMMENT"), rows)
 
 
 def _render_nodes(nodes: Any) -> str:
@@ -129,13 +125,9 @@ def _render_nodes(nodes: Any) -> str:
          n.reason)
         for n in nodes
     ]  # fmt: skip
-    return render_table(
-        ("NODE", "STATE", "CPUS", "ALLOC", "MEMORY_MB", "PARTITIONS", "ADDRESS", "REASON"), rows
-    )
+    return render_table(("NODE", "STATE", "CPUS", "ALLOC", "MEMORY_MB", "PARTITIONS", "ADDRESS", "REASON"), rows)
 
 
 def _render_partitions(partitions: Any) -> str:
-    rows = [
-        (p.name, "+".join(sorted(p.states)), p.total_nodes, p.total_cpus, p.node_list) for p in partitions
-    ]
+    rows = [(p.name, "+".join(sorted(p.states)), p.total_nodes, p.total_cpus, p.node_list) for p in partitions]
     return render_table(("PARTITION", "STATE", "NODES", "CPUS", "NODELIST"), rows)

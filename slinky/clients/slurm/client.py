@@ -131,9 +131,7 @@ def map_error(
         The error to raise.
     """
     number = entries[0].error_number if entries else None
-    detail = "; ".join(
-        f"{e.description or e.error} (error_number={e.error_number}, {e.error})" for e in entries
-    )
+    detail = "; ".join(f"{e.description or e.error} (error_number={e.error_number}, {e.error})" for e in entries)
     message = f"{method} {path} -> HTTP {status_code}" + (f": {detail}" if detail else "")
     common: dict[str, Any] = {"method": method, "path": path, "status_code": status_code, "errors": entries}
     if method == "GET" and status_code is not None and status_code < 300:
@@ -242,9 +240,7 @@ class SlurmClient:
         self._http = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
             auth=self._auth,
-            timeout=httpx.Timeout(
-                timeout_seconds, connect=connect_timeout_seconds, pool=connect_timeout_seconds
-            ),
+            timeout=httpx.Timeout(timeout_seconds, connect=connect_timeout_seconds, pool=connect_timeout_seconds),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
             transport=transport,
             headers={"Accept": "application/json"},
@@ -409,9 +405,7 @@ class SlurmClient:
         served: list[str] = []
         for version in versions.SUPPORTED_API_VERSIONS:
             try:
-                await self._call_once(
-                    "GET", self._path("ping", version=version), PingResponse, params=None, body=None
-                )
+                await self._call_once("GET", self._path("ping", version=version), PingResponse, params=None, body=None)
             except SlurmNotFound:
                 continue
             except SlurmRejected:
@@ -610,8 +604,7 @@ def _validate(model: type[_ResponseT], data: Any, method: str, path: str, status
     except ValidationError as exc:
         # Not the server's fault we cannot read it, but callers treat it as a broken answer.
         raise SlurmRejected(
-            f"{method} {path} -> HTTP {status}: answer does not match {model.__name__} "
-            f"({exc.error_count()} errors)",
+            f"{method} {path} -> HTTP {status}: answer does not match {model.__name__} ({exc.error_count()} errors)",
             method=method,
             path=path,
             status_code=status,

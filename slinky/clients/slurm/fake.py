@@ -521,9 +521,7 @@ class FakeSlurmClient:
         self._enter("get_node")
         node = self._nodes.get(name)
         if node is None:
-            raise self._error(
-                "GET", f"node/{name}", 200, 0, "No error", f"Failure to query node {name}", "_dump_nodes"
-            )
+            raise self._error("GET", f"node/{name}", 200, 0, "No error", f"Failure to query node {name}", "_dump_nodes")
         return self._node_info(node)
 
     async def update_node(self, name: str, update: NodeUpdate) -> None:

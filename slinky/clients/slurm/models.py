@@ -98,9 +98,7 @@ NoValInt = Annotated[int | None, BeforeValidator(_unwrap_no_val)]
 
 NoValFloat = Annotated[float | None, BeforeValidator(_unwrap_no_val)]
 
-NoValOut = Annotated[
-    int | None, BeforeValidator(_unwrap_no_val), PlainSerializer(_wrap_no_val, return_type=dict)
-]
+NoValOut = Annotated[int | None, BeforeValidator(_unwrap_no_val), PlainSerializer(_wrap_no_val, return_type=dict)]
 """A Slurm number sent in a request, serialised as the ``{"set","infinite","number"}`` wrapper."""
 
 CsvList = Annotated[list[str], BeforeValidator(_csv_list)]

@@ -67,8 +67,7 @@ def validate_version(version: str) -> str:
     """
     if version not in SUPPORTED_API_VERSIONS:
         raise ConfigError(
-            f"slurmrestd API version {version!r} is not supported; choose one of "
-            + ", ".join(SUPPORTED_API_VERSIONS)
+            f"slurmrestd API version {version!r} is not supported; choose one of " + ", ".join(SUPPORTED_API_VERSIONS)
         )
     return version
 

@@ -259,9 +259,7 @@ class JobWatcher:
                 if job.is_finished:
                     events.append(JobEvent(JobEventType.FINISHED, job.job_id, job, None, now))
             elif _fingerprint(old) != _fingerprint(job):
-                kind = (
-                    JobEventType.FINISHED if job.is_finished and not old.is_finished else JobEventType.CHANGED
-                )
+                kind = JobEventType.FINISHED if job.is_finished and not old.is_finished else JobEventType.CHANGED
                 events.append(JobEvent(kind, job.job_id, job, old, now))
         for job_id, old in self._jobs.items():
             if job_id not in seen:

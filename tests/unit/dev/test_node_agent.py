@@ -60,9 +60,7 @@ class TestKubeconfig:
 
     def test_bad_certificate_authority_data_is_rejected(self, tmp_path: Path) -> None:
         bogus = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n").decode()
-        path = write_kubeconfig(
-            tmp_path, {"server": "https://127.0.0.1:6443", "certificate-authority-data": bogus}, {}
-        )
+        path = write_kubeconfig(tmp_path, {"server": "https://127.0.0.1:6443", "certificate-authority-data": bogus}, {})
         with pytest.raises(ssl.SSLError):
             na.load_kubeconfig(path)
 
@@ -116,9 +114,7 @@ class TestPodStatus:
             "ContainersReady",
             "PodScheduled",
         }
-        assert [c["state"]["running"]["startedAt"] for c in status["containerStatuses"]] == [
-            na.rfc3339(NOW)
-        ] * 2
+        assert [c["state"]["running"]["startedAt"] for c in status["containerStatuses"]] == [na.rfc3339(NOW)] * 2
         assert status["initContainerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
         assert status["podIP"] == na.pod_ip("u-1") and status["hostIP"] == "127.0.0.1"
 

@@ -142,9 +142,7 @@ async def test_reverted_job_after_crash_is_a_change_not_a_reuse() -> None:
 
 async def test_watcher_over_http_keeps_update_time_when_server_answers_zero() -> None:
     no_change = {"jobs": [], "last_update": {"set": True, "infinite": False, "number": 0}}
-    router = Router().add(
-        "GET", "/slurm/v0.0.44/jobs", (200, sample("get_job_running.json")), (200, no_change)
-    )
+    router = Router().add("GET", "/slurm/v0.0.44/jobs", (200, sample("get_job_running.json")), (200, no_change))
     async with make_client(router) as client:
         watcher = JobWatcher(client)
         assert _kinds(await watcher.poll_once()) == [(A, 1)]

@@ -309,9 +309,7 @@ ERRORS: list[tuple[str, dict[str, Any], dict[str, Any], type[TranslationError], 
 ]
 
 
-@pytest.mark.parametrize(
-    ("pod", "kwargs", "error", "annotation"), [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS]
-)
+@pytest.mark.parametrize(("pod", "kwargs", "error", "annotation"), [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
 def test_errors_are_typed_and_name_their_source(
     pod: dict[str, Any], kwargs: dict[str, Any], error: type[TranslationError], annotation: str | None
 ) -> None:
