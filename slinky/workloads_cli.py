@@ -1,0 +1,175 @@
+"""``slinky workloads list | show NAME | why NAME | cancel NAME``: the bridge's lifecycles, for users.
+
+Thin wrappers over the Temporal API (the same things ``temporal workflow list|describe|query|cancel`` do),
+keyed by what users know: a pod (or workload) name and a namespace. NAME is resolved through the pod's UID
+(workflow IDs are ``workload/<namespace>/<pod uid>``), else through the ``SlinkyWorkloadName`` search
+attribute (e.g. a Job's name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+from urllib.parse import quote
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from slinky.clients.errors import KubeNotFound
+from slinky.clients.kube import KubeClient, pod_path
+from slinky.config import Settings
+from slinky.models.workload import WhyPending, workload_workflow_id
+
+WORKFLOW_TYPE = "WorkloadWorkflow"
+
+
+def add_parser(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser("workloads", help="inspect and act on bridge lifecycles")
+    parser.add_argument("-n", "--namespace", default=None, help="Kubernetes namespace (default: bridge's)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    cmds = parser.add_subparsers(dest="workloads_command", required=True)
+    lst = cmds.add_parser("list", help="running lifecycles (--all: also finished ones)")
+    lst.add_argument("--all", action="store_true")
+    lst.set_defaults(handler=lambda a: _run(_list(a)))
+    for name, fn, text in (
+        ("show", _show, "status, phase, Slurm job and step of one workload"),
+        ("why", _why, "why a workload is not running yet"),
+        ("cancel", _cancel, "tear a workload down: pod deleted, Slurm job cancelled"),
+    ):
+        cmd = cmds.add_parser(name, help=text)
+        cmd.add_argument("name", help="pod name, or workload (e.g. Job) name")
+        cmd.set_defaults(handler=lambda a, fn=fn: _run(fn(a)))
+
+
+def _run(coro: Any) -> int:
+    code: int = asyncio.run(coro)
+    # The Temporal client's native runtime can abort while the interpreter finalizes after a short
+    # command (PyGILState_Release); the work is done and printed, so leave without finalizing.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+async def _temporal(settings: Settings) -> Client:
+    return await Client.connect(
+        settings.temporal.address,
+        namespace=settings.temporal.namespace,
+        data_converter=pydantic_data_converter,
+    )
+
+
+def _namespace(args: argparse.Namespace, settings: Settings) -> str:
+    return str(args.namespace or settings.bridge.managed_namespaces[0])
+
+
+async def _resolve(client: Client, settings: Settings, namespace: str, name: str) -> list[str]:
+    """Workflow IDs for NAME: the pod's own lifecycle, else every lifecycle of that workload name."""
+    try:
+        async with KubeClient.from_kubeconfig(settings.kube.kubeconfig) as kube:
+            pod = await kube.get(pod_path(namespace, name))
+        return [workload_workflow_id(namespace, pod["metadata"]["uid"])]
+    except KubeNotFound:
+        pass
+    query = f"WorkflowType = '{WORKFLOW_TYPE}' AND SlinkyNamespace = '{namespace}' AND SlinkyWorkloadName = '{name}'"
+    return [wf.id async for wf in client.list_workflows(query)]
+
+
+def _sa(wf: Any, name: str) -> str:
+    values = (wf.search_attributes or {}).get(name) or [""]
+    return str(values[0])
+
+
+async def _list(args: argparse.Namespace) -> int:
+    settings = Settings()
+    client = await _temporal(settings)
+    query = f"WorkflowType = '{WORKFLOW_TYPE}'"
+    if args.namespace:
+        query += f" AND SlinkyNamespace = '{args.namespace}'"
+    if not args.all:
+        query += " AND ExecutionStatus = 'Running'"
+    rows = []
+    async for wf in client.list_workflows(query):
+        rows.append(
+            {
+                "namespace": _sa(wf, "SlinkyNamespace"),
+                "kind": _sa(wf, "SlinkyWorkloadKind"),
+                "name": _sa(wf, "SlinkyWorkloadName"),
+                "phase": _sa(wf, "SlinkyPhase"),
+                "job": _sa(wf, "SlinkySlurmJobId"),
+                "status": wf.status.name if wf.status else "",
+                "workflow_id": wf.id,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'NAMESPACE':16} {'KIND':8} {'NAME':28} {'PHASE':11} {'JOB':>7} {'STATUS':10} WORKFLOW")
+    for r in rows:
+        print(
+            f"{r['namespace']:16} {r['kind']:8} {r['name']:28} {r['phase']:11} {r['job']:>7} {r['status']:10} "
+            f"{r['workflow_id']}"
+        )
+    return 0
+
+
+async def _one(args: argparse.Namespace) -> tuple[Client, Settings, list[WorkflowHandle[Any, Any]]]:
+    settings = Settings()
+    client = await _temporal(settings)
+    ids = await _resolve(client, settings, _namespace(args, settings), args.name)
+    if not ids:
+        print(f"no workload named {args.name!r} in namespace {_namespace(args, settings)!r}", file=sys.stderr)
+    return client, settings, [client.get_workflow_handle(i) for i in ids]
+
+
+async def _show(args: argparse.Namespace) -> int:
+    _, settings, handles = await _one(args)
+    out = []
+    for handle in handles:
+        desc = await handle.describe()
+        item: dict[str, Any] = {"workflow_id": handle.id, "status": desc.status.name if desc.status else ""}
+        if desc.status == WorkflowExecutionStatus.RUNNING:
+            item.update((await handle.query("why_pending", result_type=WhyPending)).model_dump(mode="json"))
+        ui = os.environ.get("TEMPORAL_UI_URL")
+        if ui:
+            item["ui"] = f"{ui}/namespaces/{settings.temporal.namespace}/workflows/{quote(handle.id, safe='')}"
+        out.append(item)
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for item in out:
+            for key, value in item.items():
+                print(f"{key:16} {value}")
+            print()
+    return 0 if handles else 2
+
+
+async def _why(args: argparse.Namespace) -> int:
+    _, _, handles = await _one(args)
+    for handle in handles:
+        desc = await handle.describe()
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            print(f"{handle.id}: lifecycle {desc.status.name.lower() if desc.status else 'unknown'}")
+            continue
+        why = await handle.query("why_pending", result_type=WhyPending)
+        if args.json:
+            print(json.dumps(why.model_dump(mode="json")))
+            continue
+        job = f"Slurm job {why.job_id}" if why.job_id else "no Slurm job yet"
+        reason = f", Slurm reason: {why.reason}" if why.reason else ""
+        print(
+            f"{', '.join(why.pods)}: phase {why.phase}, step {why.step}, {job}"
+            f" ({why.slurm_state or 'not seen'}){reason}. {why.message}"
+        )
+    return 0 if handles else 2
+
+
+async def _cancel(args: argparse.Namespace) -> int:
+    _, _, handles = await _one(args)
+    for handle in handles:
+        await handle.cancel()
+        print(f"cancel requested: {handle.id} (pod deleted, Slurm job cancelled, finalizer removed)")
+    return 0 if handles else 2
