@@ -128,9 +128,8 @@ def bridge_scenario(env: dict[str, str]) -> int:
     print(events[events.find("Events:") :].rstrip())
     print("$ slinky workloads show pause-pod")
     print(_sh(env, *slinky, "workloads", "show", "pause-pod").rstrip())
-    print(
-        f'\nTemporal Web UI: {env["TEMPORAL_UI_URL"]}/namespaces/default/workflows  (search: SlinkyWorkloadName="pause-pod")'
-    )
+    ui = env["TEMPORAL_UI_URL"]
+    print(f'\nTemporal Web UI: {ui}/namespaces/default/workflows  (search: SlinkyWorkloadName="pause-pod")')
     print(f"source {stack.STATE / 'env'}   # then kubectl, temporal and slinky work from your shell")
     print("kubectl delete pod -n slurm-bridge pause-pod   # ends the lifecycle: job cancelled, finalizer removed")
     return 0
