@@ -395,6 +395,7 @@ AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key
 CredType=cred/munge
 StateSaveLocation=/var/spool/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd/%n
+SlurmdPidFile=/run/slurmd-%n.pid
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmctldPidFile=/run/slurmctld.pid
 ProctrackType=proctrack/linuxproc
@@ -601,6 +602,96 @@ def _mint_jwt() -> None:
     path.chmod(0o600)
 
 
+def _netns_file() -> Path:
+    return STATE / "slurm" / "netns"
+
+
+def _slurmd_addrs(i: int) -> tuple[str, str]:
+    """(host side, node side) of node i's /30 on its veth pair."""
+    return f"10.226.27.{4 * i + 1}", f"10.226.27.{4 * i + 2}"
+
+
+def start_slurmd(procs: ProcessTable, count: int) -> None:
+    """M real slurmd daemons (dynamic nodes dynN, partition ``real``), each in a network namespace of ours.
+
+    Why namespaces: ``slurmd -Z`` nodes cannot set a port, so two on one network stack would collide on
+    SlurmdPort. Each gets a veth pair with a /30 in 10.226.27.0/24, its own hostname, and a private mount
+    of /etc/hosts that points ``slinkyctl`` at the host side of its veth (slurmctld listens on all
+    addresses of the host namespace).
+    """
+    root = _slurm_root()
+    made = _netns_file().read_text().split() if _netns_file().is_file() else []
+    for i in range(1, count + 1):
+        name = f"slurmd-{i}"
+        if procs.running(name) is not None:
+            continue
+        ns, host_if, node_if = f"slinky-d{i}", f"slkh{i}", f"slkn{i}"
+        host_ip, node_ip = _slurmd_addrs(i)
+        if ns not in _run(["ip", "netns", "list"]).stdout.split():
+            _run(["ip", "netns", "add", ns])
+            made.append(ns)
+            _run(["ip", "link", "add", host_if, "type", "veth", "peer", "name", node_if])
+            _run(["ip", "link", "set", node_if, "netns", ns])
+            _run(["ip", "addr", "add", f"{host_ip}/30", "dev", host_if])
+            _run(["ip", "link", "set", host_if, "up"])
+            for cmd in (
+                ["ip", "addr", "add", f"{node_ip}/30", "dev", node_if],
+                ["ip", "link", "set", node_if, "up"],
+                ["ip", "link", "set", "lo", "up"],
+            ):
+                _run(["ip", "netns", "exec", ns, *cmd])
+        _netns_file().write_text("\n".join(dict.fromkeys(made)) + "\n")
+        hosts = STATE / "slurm" / f"hosts-dyn{i}"
+        hosts.write_text(f"127.0.0.1 localhost\n{host_ip} {SLURM_CTL_HOST}\n{node_ip} dyn{i}\n")
+        (root / "var" / "spool" / "slurmd").mkdir(parents=True, exist_ok=True)
+        conf = f"CPUs=2 RealMemory=1000 Feature=real NodeAddr={node_ip}"
+        script = f'mount --bind "$1" "$2/etc/hosts" && hostname dyn{i} && shift 2 && exec "$@"'
+        procs.start(
+            name,
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "unshare",
+                "--mount",
+                "--uts",
+                "--",
+                "sh",
+                "-c",
+                script,
+                "sh",
+                str(hosts),
+                str(root),
+                *_chroot("/usr/sbin/slurmd", "-D", "-Z", "--conf", conf),
+            ],
+            log=STATE / "logs" / f"{name}.log",
+        )
+    if count:
+        names = {f"dyn{i}" for i in range(1, count + 1)}
+        _wait(
+            f"{count} slurmd nodes",
+            lambda: (
+                names
+                <= set(
+                    _run(_chroot("/usr/bin/sinfo", "-h", "-N", "-p", "real", "-t", "idle", "-o", "%N")).stdout.split()
+                )
+            ),
+            timeout=30,
+        )
+        log(f"{count} real slurmd nodes idle in partition 'real'")
+
+
+def _delete_netns() -> None:
+    if not _netns_file().is_file():
+        return
+    existing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    for ns in _netns_file().read_text().split():
+        if ns in existing:
+            subprocess.run(["ip", "netns", "delete", ns], check=False)  # also removes its veth pair
+    _netns_file().unlink()
+
+
 # --------------------------------------------------------------------------------------------- temporal
 def temporal_cli() -> Path:
     return Path(sysconfig.get_path("scripts")) / "temporal"
@@ -734,7 +825,7 @@ def up(*, nodes: int = 4, slurmd: int = 0, workers: bool = True) -> int:
         if workers:
             start_workers(procs)
         if slurmd:
-            log("--slurmd: real slurmd daemons are not started yet (see docs/dev-stack.md)")
+            start_slurmd(procs, slurmd)
         env = write_env()
     except StackError as err:
         print(f"slinky dev up: {err}", file=sys.stderr)
@@ -785,6 +876,7 @@ def down() -> int:
         if procs.stop(name):
             log(f"stopped {name}")
     _unmount_slurm_root()
+    _delete_netns()
     log("stack down")
     return 0
 

@@ -187,3 +187,35 @@ def test_dev_up_is_idempotent(dev_env: dict[str, str]) -> None:
         timeout=60,
     )
     assert status.returncode == 0, status.stdout
+
+
+def test_real_slurmd_nodes_run_a_batch_job(dev_env: dict[str, str]) -> None:
+    """`dev up --slurmd 2` adds two real slurmd daemons (own network namespaces); a batch job runs on both."""
+    subprocess.run(
+        [sys.executable, "-m", "slinky.cli", "dev", "up", "--slurmd", "2"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    desc = {
+        "name": "real-batch",
+        "partition": "real",
+        "nodes": "2",
+        "current_working_directory": "/tmp",
+        "environment": ["PATH=/usr/bin:/bin"],
+    }
+    script = "#!/bin/sh\nhostname\nsleep 1\n"
+    with slurm(dev_env) as rest:
+        job_id = rest.post("/slurm/v0.0.44/job/submit", json={"job": desc, "script": script}).raise_for_status()
+        job_id = job_id.json()["job_id"]
+        job = eventually(
+            lambda: (lambda j: j if j["job_state"][0] in ("COMPLETED", "FAILED") else None)(
+                rest.get(f"/slurm/v0.0.44/job/{job_id}").json()["jobs"][0]
+            ),
+            timeout=60,
+            interval=0.2,
+        )
+    assert job["job_state"] == ["COMPLETED"], job["job_state"]
+    assert job["nodes"] == "dyn[1-2]"
+    assert job["batch_flag"] is True

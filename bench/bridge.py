@@ -1,0 +1,356 @@
+"""Bridge benchmark: pods through the bridge vs raw Slurm and vs kube-scheduler, measured in one run.
+
+Needs the local stack (``slinky dev up``). It adds ``--nodes`` extra nodes (a second node agent plus
+matching Slurm external nodes), then runs three systems on the same apiserver and slurmctld:
+
+* **raw Slurm**: EXTERNAL_JOB submits through slurmrestd, submit → RUNNING seen by a tight poll;
+* **kube-scheduler v1.20.2** (built by ``dev up``) with its own scheduler name: create → bound;
+* **the bridge**: pods naming ``slurm-bridge-scheduler``: create → bound.
+
+Each system runs twice: paced at ``--rate`` pods/s (latency: p50, p99) and as a burst (throughput: pods bound
+per second). It also counts slurmrestd requests during the bridge's paced run from slurmrestd's own log,
+split into job-list polls and everything else. Usage::
+
+    .venv/bin/python bench/bridge.py --pods 64 --rate 10 --nodes 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from slinky import wellknown  # noqa: E402
+from slinky.clients.errors import KubeNotFound  # noqa: E402
+from slinky.clients.kube import KubeClient, pod_path  # noqa: E402
+from slinky.dev import stack  # noqa: E402
+
+KS_NAME = "bench-kube-scheduler"
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def summary(latencies: list[float], span: float, count: int) -> dict[str, float]:
+    return {
+        "p50_ms": round(pct(latencies, 0.5) * 1000, 1),
+        "p99_ms": round(pct(latencies, 0.99) * 1000, 1),
+        "mean_ms": round(statistics.fmean(latencies) * 1000, 1) if latencies else float("nan"),
+        "per_second": round(count / span, 1) if span > 0 else float("nan"),
+    }
+
+
+class Bench:
+    def __init__(self, env: dict[str, str], args: argparse.Namespace) -> None:
+        self.env = env
+        self.args = args
+        token = Path(env["SLURM_JWT_FILE"]).read_text().strip()
+        self.rest = httpx.AsyncClient(
+            base_url=env["SLURM_REST_URL"] + "/slurm/v0.0.44",
+            headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token},
+            timeout=60,
+        )
+        self.kube = KubeClient.from_kubeconfig(env["KUBECONFIG"])
+        self.nodes = [f"bench-node-{i}" for i in range(1, args.nodes + 1)]
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    # ------------------------------------------------------------------------------------------- setup
+    async def setup(self) -> None:
+        log = open(stack.STATE / "logs" / "bench-node-agent.log", "ab")  # noqa: SIM115 - lives with the process
+        self.procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "slinky.dev.node_agent",
+                    "--kubeconfig",
+                    self.env["KUBECONFIG"],
+                    "--nodes",
+                    str(self.args.nodes),
+                    "--prefix",
+                    "bench-node",
+                    "--cpu",
+                    "8",
+                    "--memory",
+                    "16Gi",
+                    "--delete-nodes-on-exit",
+                ],
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+        for i, name in enumerate(self.nodes, start=1):
+            conf = (
+                f"NodeName={name} NodeAddr=127.27.{i // 250}.{i % 250 + 1} Sockets=1 CoresPerSocket=8 "
+                f"ThreadsPerCore=1 CPUs=8 RealMemory=16384 State=External Feature={wellknown.DEFAULT_PARTITION}"
+            )
+            r = await self.rest.post("/new/node", json={"node_conf": conf})
+            if r.status_code != 200 and "already exists" not in r.text:
+                raise SystemExit(f"new/node {name}: {r.status_code} {r.text[:200]}")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            nodes = (await self.kube.get("/api/v1/nodes", {"labelSelector": wellknown.LABEL_SIM_AGENT}))["items"]
+            ready = [
+                n for n in nodes if n["metadata"]["name"].startswith("bench-node-") and not n["spec"].get("taints")
+            ]
+            if len(ready) == self.args.nodes:
+                break
+            await asyncio.sleep(0.5)
+        else:
+            raise SystemExit("bench nodes not Ready in 60 s")
+        await asyncio.sleep(self.args.settle)  # let the bridge's node caches see them (Slurm side: 30 s refresh)
+
+    async def teardown(self) -> None:
+        for name in self.nodes:
+            with contextlib.suppress(httpx.HTTPError):
+                await self.rest.delete(f"/node/{name}")
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=20)
+        await self.rest.aclose()
+        await self.kube.aclose()
+
+    # ------------------------------------------------------------------------------------------- raw Slurm
+    async def raw_slurm(self, count: int, rate: float | None) -> dict[str, Any]:
+        """submit → RUNNING for EXTERNAL_JOBs, seen by a 5 ms poll of the cheap jobs/state endpoint."""
+        submitted: dict[int, float] = {}
+        running: dict[int, float] = {}
+        done = asyncio.Event()
+
+        async def poll() -> None:
+            while not done.is_set():
+                r = await self.rest.get("/jobs/state")
+                now = time.monotonic()
+                for job in r.json().get("jobs", []):
+                    jid = int(job["job_id"])
+                    if jid in submitted and jid not in running and "RUNNING" in job["state"]:
+                        running[jid] = now
+                if len(running) == count:
+                    done.set()
+                await asyncio.sleep(0.005)
+
+        poller = asyncio.create_task(poll())
+        start = time.monotonic()
+        for i in range(count):
+            if rate:
+                await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+            desc = {
+                "name": f"bench-raw-{i}",
+                "partition": wellknown.DEFAULT_PARTITION,
+                "flags": ["EXTERNAL_JOB"],
+                "minimum_nodes": 1,
+                "maximum_nodes": 1,
+                "tasks_per_node": 1,
+                "shared": ["none"],
+                "current_working_directory": "/tmp",
+                "admin_comment": json.dumps({"pods": [f"bench/raw-{i}"]}),
+            }
+            t0 = time.monotonic()
+            r = await self.rest.post("/job/submit", json={"job": desc})
+            submitted[r.json()["job_id"]] = t0
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), timeout=120)
+        done.set()
+        await poller
+        latencies = [running[j] - submitted[j] for j in running]
+        span = max(running.values(), default=start) - start
+        for jid in submitted:
+            await self.rest.delete(f"/job/{jid}")
+        await asyncio.sleep(1)
+        return {**summary(latencies, span, len(running)), "n": len(running)}
+
+    # ------------------------------------------------------------------------------------------- pods
+    @contextlib.asynccontextmanager
+    async def namespace(self, prefix: str) -> AsyncIterator[str]:
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        await self.kube.create("/api/v1/namespaces", {"metadata": {"name": name}})
+        try:
+            yield name
+        finally:
+            await self.kube.delete(f"/api/v1/namespaces/{name}")
+
+    async def pods(self, scheduler: str, count: int, rate: float | None, prefix: str) -> dict[str, Any]:
+        async with self.namespace(prefix) as ns:
+            created: dict[str, float] = {}
+            bound: dict[str, float] = {}
+            listing = await self.kube.get(pod_path(ns))
+            rv = listing["metadata"]["resourceVersion"]
+            all_bound = asyncio.Event()
+
+            async def watch() -> None:
+                async for event in self.kube.watch(pod_path(ns), {"resourceVersion": rv, "timeoutSeconds": 300}):
+                    obj = event["object"]
+                    name = obj["metadata"].get("name", "")
+                    if obj.get("spec", {}).get("nodeName") and name not in bound:
+                        bound[name] = time.monotonic()
+                        if len(bound) == count:
+                            all_bound.set()
+                            return
+
+            watcher = asyncio.create_task(watch())
+            start = time.monotonic()
+
+            async def create(i: int) -> None:
+                name = f"p{i}"
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {
+                        "schedulerName": scheduler,
+                        "containers": [
+                            {
+                                "name": "c",
+                                "image": "busybox",
+                                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                            }
+                        ],
+                    },
+                }
+                created[name] = time.monotonic()
+                await self.kube.create(pod_path(ns), body)
+
+            tasks = []
+            for i in range(count):
+                if rate:
+                    await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+                tasks.append(asyncio.create_task(create(i)))
+            await asyncio.gather(*tasks)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(all_bound.wait(), timeout=180)
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
+            latencies = [bound[n] - created[n] for n in bound]
+            span = max(bound.values(), default=start) - start
+            result = {**summary(latencies, span, len(bound)), "n": len(bound)}
+            await self.delete_pods(ns, [f"p{i}" for i in range(count)])
+            return result
+
+    async def delete_pods(self, ns: str, names: list[str]) -> None:
+        for name in names:
+            with contextlib.suppress(KubeNotFound):
+                await self.kube.delete(pod_path(ns, name), grace_seconds=0)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if not (await self.kube.get(pod_path(ns)))["items"]:
+                return
+            await asyncio.sleep(0.5)
+
+    # ------------------------------------------------------------------------------------------- kube-scheduler
+    def start_kube_scheduler(self) -> None:
+        binary = Path(self.env.get("SLINKY_DEV_KUBE_BIN", stack.KUBE_BIN)) / "kube-scheduler"
+        cfg = Path(tempfile.mkdtemp()) / "scheduler.yaml"
+        cfg.write_text(
+            "apiVersion: kubescheduler.config.k8s.io/v1beta1\nkind: KubeSchedulerConfiguration\n"
+            f"clientConnection:\n  kubeconfig: {self.env['KUBECONFIG']}\n  qps: 200\n  burst: 400\n"
+            "leaderElection:\n  leaderElect: false\n"
+            f"profiles:\n- schedulerName: {KS_NAME}\n"
+        )
+        log = open(stack.STATE / "logs" / "bench-kube-scheduler.log", "ab")  # noqa: SIM115
+        self.procs.append(
+            subprocess.Popen(
+                [str(binary), f"--config={cfg}", "--port=0", "--secure-port=0"], stdout=log, stderr=subprocess.STDOUT
+            )
+        )
+
+    # ------------------------------------------------------------------------------------------- REST calls
+    @staticmethod
+    def rest_log_position() -> int:
+        return (stack.STATE / "logs" / "slurmrestd.log").stat().st_size
+
+    @staticmethod
+    def rest_calls_since(position: int) -> dict[str, int]:
+        with open(stack.STATE / "logs" / "slurmrestd.log", "rb") as f:
+            f.seek(position)
+            lines = f.read().decode(errors="replace").splitlines()
+        calls = [
+            ln for ln in lines if "operations_router" in ln and "] " in ln and "/slurm/" in ln and "error" not in ln
+        ]
+        polls = [ln for ln in calls if " GET /slurm/" in ln and ln.rstrip().endswith("/jobs")]
+        return {"total": len(calls), "job_list_polls": len(polls), "other": len(calls) - len(polls)}
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pods", type=int, default=64)
+    parser.add_argument("--rate", type=float, default=10.0, help="offered pods/s for the latency runs")
+    parser.add_argument("--nodes", type=int, default=64, help="extra nodes for the benchmark")
+    parser.add_argument("--settle", type=float, default=32.0, help="seconds for caches to see the new nodes")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.pods > args.nodes:
+        raise SystemExit("--pods must not exceed --nodes: every placeholder job takes a whole node")
+    env = stack.load_env_file()
+    bench = Bench(env, args)
+    results: dict[str, Any] = {"pods": args.pods, "rate": args.rate, "nodes": args.nodes + 4}
+    try:
+        await bench.setup()
+        bench.start_kube_scheduler()
+        await asyncio.sleep(3)
+        results["raw_slurm_paced"] = await bench.raw_slurm(args.pods, args.rate)
+        results["raw_slurm_burst"] = await bench.raw_slurm(args.pods, None)
+        results["kube_scheduler_paced"] = await bench.pods(KS_NAME, args.pods, args.rate, "bench-ks")
+        results["kube_scheduler_burst"] = await bench.pods(KS_NAME, args.pods, None, "bench-ks")
+        position = bench.rest_log_position()
+        t0 = time.monotonic()
+        results["bridge_paced"] = await bench.pods(wellknown.SCHEDULER_NAME, args.pods, args.rate, "bench-br")
+        calls = bench.rest_calls_since(position)
+        calls["seconds"] = round(time.monotonic() - t0, 1)
+        calls["other_per_pod"] = round(calls["other"] / args.pods, 2)
+        results["bridge_rest_calls"] = calls
+        results["bridge_burst"] = await bench.pods(wellknown.SCHEDULER_NAME, args.pods, None, "bench-br")
+    finally:
+        await bench.teardown()
+    raw, ks, br = results["raw_slurm_paced"], results["kube_scheduler_burst"], results["bridge_paced"]
+    results["ratios"] = {
+        "bridge_vs_kube_scheduler_pods_per_second": round(results["bridge_burst"]["per_second"] / ks["per_second"], 2),
+        "bridge_p50_minus_raw_slurm_p50_ms": round(br["p50_ms"] - raw["p50_ms"], 1),
+        "bridge_p99_ms": br["p99_ms"],
+    }
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"{args.pods} pods, {args.nodes + 4} nodes; paced runs at {args.rate} pods/s")
+    print(f"{'system':28} {'p50 ms':>9} {'p99 ms':>9} {'bound/s':>9} {'n':>5}")
+    for key in (
+        "raw_slurm_paced",
+        "raw_slurm_burst",
+        "kube_scheduler_paced",
+        "kube_scheduler_burst",
+        "bridge_paced",
+        "bridge_burst",
+    ):
+        r = results[key]
+        print(f"{key:28} {r['p50_ms']:>9} {r['p99_ms']:>9} {r['per_second']:>9} {r['n']:>5}")
+    print("slurmrestd requests during the bridge's paced run:", results["bridge_rest_calls"])
+    print("ratios:", results["ratios"])
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(asyncio.run(main()))
