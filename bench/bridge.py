@@ -76,7 +76,7 @@ class Bench:
 
     # ------------------------------------------------------------------------------------------- setup
     async def setup(self) -> None:
-        log = open(stack.STATE / "logs" / "bench-node-agent.log", "ab")  # noqa: SIM115 - lives with the process
+        log = open(stack.STATE / "logs" / "bench-node-agent.log", "ab")
         self.procs.append(
             subprocess.Popen(
                 [
@@ -270,7 +270,7 @@ class Bench:
             "leaderElection:\n  leaderElect: false\n"
             f"profiles:\n- schedulerName: {KS_NAME}\n"
         )
-        log = open(stack.STATE / "logs" / "bench-kube-scheduler.log", "ab")  # noqa: SIM115
+        log = open(stack.STATE / "logs" / "bench-kube-scheduler.log", "ab")
         self.procs.append(
             subprocess.Popen(
                 [str(binary), f"--config={cfg}", "--port=0", "--secure-port=0"], stdout=log, stderr=subprocess.STDOUT
