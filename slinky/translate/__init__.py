@@ -13,7 +13,7 @@ from slinky.translate.errors import (
     UnknownAnnotation,
 )
 from slinky.translate.nodes import excluded_nodes, node_fits, slurm_node_name
-from slinky.translate.pod import pod_key, translate_pod
+from slinky.translate.pod import pod_key, translate_group, translate_pod
 
 __all__ = [
     "ConflictingAnnotations",
@@ -27,5 +27,6 @@ __all__ = [
     "parse_annotations",
     "pod_key",
     "slurm_node_name",
+    "translate_group",
     "translate_pod",
 ]

@@ -13,7 +13,7 @@ Precedence, lowest first (upstream's documented rule):
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from slinky import wellknown
@@ -83,31 +83,73 @@ def translate_pod(
     """
     if job is None and owner is not None and owner.get("kind") == KIND_JOB:
         job = owner
-    metadata = pod.get("metadata") or {}
-    resources = translate_resources(pod)
+    return translate_group(
+        [pod],
+        settings=settings,
+        annotation_source=_annotation_source(pod, owner),
+        job=job,
+        nodes=nodes,
+        slurm_nodes=slurm_nodes,
+        name=(pod.get("metadata") or {}).get("name"),
+    )
+
+
+def translate_group(
+    pods: Sequence[Mapping[str, Any]],
+    *,
+    settings: TranslateDefaults,
+    annotation_source: Mapping[str, Any],
+    job: Mapping[str, Any] | None = None,
+    nodes: Iterable[Mapping[str, Any]] = (),
+    slurm_nodes: Collection[str] | None = None,
+    name: str | None = None,
+) -> TranslationResult:
+    """Translate a group of pods that run as ONE Slurm job, one pod per node (a gang; one pod is a group of one).
+
+    Args:
+        pods: The members, as API dicts; the job asks for exactly ``len(pods)`` nodes.
+        settings: The bridge's defaults.
+        annotation_source: The object whose ``slurmjob.slinky.slurm.net/*`` annotations apply (the pod
+            itself, its Job/JobSet, the PodGroup or the LeaderWorkerSet).
+        job: The batch/v1 Job controlling the pods, for ``activeDeadlineSeconds``.
+        nodes: Kubernetes nodes; those that any member does not fit become ``excluded_nodes``.
+        slurm_nodes: When given, restricts ``excluded_nodes`` to these Slurm node names.
+        name: The job name unless an annotation sets one.
+
+    Raises:
+        TranslationError: A subclass naming the annotation or field at fault.
+    """
+    if not pods:
+        raise InvalidPodSpec("a group needs at least one pod", field="pods")
+    nodes = list(nodes)
+    per_pod = [translate_resources(pod) for pod in pods]
     time_limit = _deadline_minutes(job, "job.spec.activeDeadlineSeconds")
     if time_limit is None:
-        time_limit = _deadline_minutes(pod, "spec.activeDeadlineSeconds")
-
+        limits = [_deadline_minutes(pod, "spec.activeDeadlineSeconds") for pod in pods]
+        time_limit = min((t for t in limits if t is not None), default=None)
+    gpus = _max_or_none(r.gpus for r in per_pod)
+    excluded: set[str] = set()
+    for pod in pods:
+        excluded.update(excluded_nodes(pod, nodes, slurm_nodes=slurm_nodes))
+    size = len(pods)
     values: dict[str, Any] = {
         # Defaults.
         "partition": settings.partition,
         "mcs_label": settings.mcs_label,
         "exclusive": True,
-        # Derived: one pod per job, so one node and one task.
-        "pods": (pod_key(pod),),
-        "name": metadata.get("name"),
-        "min_nodes": 1,
-        "max_nodes": 1,
+        # Derived: one pod per node, one task per pod; resources are the largest member's.
+        "pods": tuple(pod_key(pod) for pod in pods),
+        "name": name,
+        "min_nodes": size,
+        "max_nodes": size,
         "tasks_per_node": 1,
-        "cpus_per_task": resources.cpus,
-        "memory_per_node_mib": resources.memory_mib,
-        "tres_per_node": f"gres/gpu={resources.gpus}" if resources.gpus else None,
+        "cpus_per_task": _max_or_none(r.cpus for r in per_pod),
+        "memory_per_node_mib": _max_or_none(r.memory_mib for r in per_pod),
+        "tres_per_node": f"gres/gpu={gpus}" if gpus else None,
         "time_limit_minutes": time_limit,
-        "excluded_nodes": excluded_nodes(pod, nodes, slurm_nodes=slurm_nodes),
+        "excluded_nodes": tuple(sorted(excluded)),
     }
-    source = _annotation_source(pod, owner)
-    parsed = parse_annotations((source.get("metadata") or {}).get("annotations"))
+    parsed = parse_annotations((annotation_source.get("metadata") or {}).get("annotations"))
     values.update(parsed.values)
 
     if values["min_nodes"] > values["max_nodes"]:
@@ -117,3 +159,7 @@ def translate_pod(
             annotation=culprit or wellknown.ANNOTATION_MIN_NODES,
         )
     return TranslationResult(spec=SlurmJobSpec(**values), warnings=parsed.warnings)
+
+
+def _max_or_none(values: Iterable[int | None]) -> int | None:
+    return max((v for v in values if v is not None), default=None)
