@@ -108,3 +108,21 @@ SEARCH_ATTRIBUTES: Final = {
     "SlinkyPartition": "Keyword",
     "SlinkyGroupSize": "Int",
 }
+
+# Third-party keys the bridge reads (set by other projects' controllers; spelled only here).
+LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
+"""scheduler-plugins coscheduling: the PodGroup a pod belongs to."""
+LABEL_LWS_NAME: Final = "leaderworkerset.sigs.k8s.io/name"
+LABEL_LWS_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
+LABEL_LWS_GROUP_KEY: Final = "leaderworkerset.sigs.k8s.io/group-key"
+"""A hash shared by all pods of one LeaderWorkerSet group (leader + workers)."""
+LABEL_LWS_WORKER_INDEX: Final = "leaderworkerset.sigs.k8s.io/worker-index"
+ANNOTATION_LWS_SIZE: Final = "leaderworkerset.sigs.k8s.io/size"
+LABEL_JOB_NAME: Final = "job-name"
+"""Set by the Job controller on its pods."""
+LABEL_JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
+
+API_PODGROUP: Final = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}"
+API_LWS: Final = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{namespace}/leaderworkersets/{name}"
+API_JOB: Final = "/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
+API_JOBSET: Final = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/{name}"

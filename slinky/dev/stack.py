@@ -340,6 +340,26 @@ def start_kubernetes(procs: ProcessTable) -> None:
         log("kube-controller-manager already running")
 
 
+CRD_DIRS = (REPO / "deploy" / "crds" / "third-party",)
+
+
+def install_crds() -> None:
+    """Apply the CRDs the bridge reads (PodGroup, LeaderWorkerSet, JobSet); idempotent."""
+    kubeconfig = str(_kube_dir() / "kubeconfig")
+    for directory in CRD_DIRS:
+        proc = subprocess.run(
+            ["kubectl", "--kubeconfig", kubeconfig, "apply", "-f", str(directory)], capture_output=True, text=True
+        )
+        if proc.returncode != 0:
+            raise StackError(f"kubectl apply -f {directory} failed: {proc.stderr.strip()[:500]}")
+    subprocess.run(
+        ["kubectl", "--kubeconfig", kubeconfig, "wait", "--for=condition=Established", "--timeout=30s", "crd", "--all"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def start_node_agent(procs: ProcessTable, nodes: int) -> None:
     if procs.running("node-agent") is not None:
         log("node agent already running")
@@ -819,6 +839,7 @@ def up(*, nodes: int = 4, slurmd: int = 0, workers: bool = True) -> int:
         STATE.mkdir(parents=True, exist_ok=True)
         procs = ProcessTable(STATE / "pids")
         start_kubernetes(procs)
+        install_crds()
         start_node_agent(procs, nodes)
         start_slurm(procs, nodes)
         start_temporal(procs)
