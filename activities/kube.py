@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from slinky import pods, wellknown
+from slinky import pods, telemetry, wellknown
 from slinky.clients.errors import KubeConflict, KubeNotFound, KubeRejected, KubeUnavailable
 from slinky.clients.kube import KubeClient, Obj, pod_path
 from slinky.models.workload import (
@@ -53,6 +54,15 @@ class NodeView(Protocol):
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _retryable(err: KubeUnavailable) -> ApplicationError:
@@ -200,6 +210,11 @@ class KubeActivities:
                 return BindPodResult(pod_gone=True)
             if again["spec"].get("nodeName") != node:
                 raise ApplicationError("pod bound elsewhere", type="AlreadyBound", non_retryable=True) from None
+            return BindPodResult(node=node)
+        telemetry.PODS_BOUND.inc()
+        created = _parse_time(pod["metadata"].get("creationTimestamp"))
+        if created is not None:
+            telemetry.CREATE_TO_BOUND.observe(max(0.0, time.time() - created))
         return BindPodResult(node=node)
 
     @activity.defn(name="set_pod_condition")

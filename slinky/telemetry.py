@@ -6,6 +6,10 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily
 
 from slinky.config import TelemetrySettings
 
@@ -38,3 +42,58 @@ def configure_logging(settings: TelemetrySettings) -> None:
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())
     logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+# --------------------------------------------------------------------------------------------- metrics
+# The bridge's own metrics (the Temporal SDK's come from its Runtime, on the same port family). Help texts
+# list label values; names carry the unit; counters end in _total.
+REGISTRY = CollectorRegistry(auto_describe=True)
+WORKFLOWS_STARTED = Counter(
+    "slinky_bridge_workflows_started_total",
+    "Workload lifecycles started by the pod watcher (repeated starts of a running lifecycle included).",
+    registry=REGISTRY,
+)
+SIGNALS_SENT = Counter(
+    "slinky_bridge_signals_total",
+    "Signals sent to workload lifecycles. kind: pod_event (from the pod watcher), job_event (from the Slurm poll).",
+    ["kind"],
+    registry=REGISTRY,
+)
+PODS_BOUND = Counter(
+    "slinky_bridge_pods_bound_total", "Pods bound to the node of their Slurm allocation.", registry=REGISTRY
+)
+CREATE_TO_BOUND = Histogram(
+    "slinky_bridge_pod_create_to_bound_seconds",
+    "From pod creation (creationTimestamp, 1 s resolution) to its binding by the bridge.",
+    buckets=(0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800),
+    registry=REGISTRY,
+)
+GC_ACTIONS = Counter(
+    "slinky_bridge_gc_actions_total",
+    "Garbage-collection actions. action: cancel_job (orphan Slurm job), delete_pod (pod whose job is gone).",
+    ["action"],
+    registry=REGISTRY,
+)
+
+
+class PollCollector:
+    """``slinky_bridge_slurm_job_polls_total{result}``, read from the job watcher's own counters."""
+
+    def __init__(self, counts: Callable[[], tuple[int, int]]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        polls, errors = self.counts()
+        family = CounterMetricFamily(
+            "slinky_bridge_slurm_job_polls",
+            "Incremental job polls of slurmrestd (one per interval for all workloads). result: ok, error.",
+            labels=["result"],
+        )
+        family.add_metric(["ok"], polls - errors)
+        family.add_metric(["error"], errors)
+        yield family
+
+
+def start_metrics_server(port: int, address: str = "127.0.0.1") -> None:
+    """Serve the bridge's metrics on ``http://<address>:<port>/metrics``."""
+    start_http_server(port, addr=address, registry=REGISTRY)

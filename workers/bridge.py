@@ -16,10 +16,12 @@ from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
 from activities.kube import KubeActivities
 from activities.slurm import SlurmActivities
+from slinky import telemetry
 from slinky.clients.kube import KubeClient
 from slinky.clients.slurm import SlurmClient
 from slinky.config import Settings
@@ -35,10 +37,16 @@ logger = logging.getLogger("workers.bridge")
 
 
 async def connect_temporal(settings: Settings) -> Client:
+    runtime = None
+    if settings.telemetry.metrics_port:
+        # The SDK's own metrics (task latencies, slots, polls) on the next port.
+        address = f"127.0.0.1:{settings.telemetry.metrics_port + 1}"
+        runtime = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
     return await Client.connect(
         settings.temporal.address,
         namespace=settings.temporal.namespace,
         data_converter=pydantic_data_converter,
+        runtime=runtime,
     )
 
 
@@ -58,6 +66,9 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
         defaults=defaults,
     )
     gc = GarbageCollector(kube, slurm, temporal)
+    if settings.telemetry.metrics_port:
+        telemetry.REGISTRY.register(telemetry.PollCollector(lambda: (router.watcher.polls, router.watcher.errors)))
+        telemetry.start_metrics_server(settings.telemetry.metrics_port)
     kube_acts = KubeActivities(kube, nodes)
     slurm_acts = SlurmActivities(slurm, router)
     worker = Worker(

@@ -19,7 +19,7 @@ import logging
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from slinky import wellknown
+from slinky import telemetry, wellknown
 from slinky.clients.errors import KubeError, KubeNotFound, SlurmError
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.clients.slurm import SlurmApi
@@ -75,6 +75,7 @@ class GarbageCollector:
                 )
                 await self.slurm.cancel_job(job.job_id)
                 self.jobs_cancelled += 1
+                telemetry.GC_ACTIONS.labels("cancel_job").inc()
         listing = await self.kube.get("/api/v1/pods", {"labelSelector": wellknown.LABEL_SLURM_JOB_ID})
         for pod in listing["items"]:
             meta = pod["metadata"]
@@ -94,6 +95,7 @@ class GarbageCollector:
                 if finalizers != (meta.get("finalizers") or []):
                     await self.kube.patch(path, {"metadata": {"uid": meta["uid"], "finalizers": finalizers or None}})
                 self.pods_deleted += 1
+                telemetry.GC_ACTIONS.labels("delete_pod").inc()
             except KubeNotFound:
                 continue
 

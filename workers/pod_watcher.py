@@ -30,7 +30,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from slinky import pods, wellknown
+from slinky import pods, telemetry, wellknown
 from slinky.clients.errors import KubeError
 from slinky.clients.kube import KubeClient, KubeGone, Obj
 from slinky.models.jobspec import TranslateDefaults
@@ -177,6 +177,7 @@ class PodWatcher:
                 try:
                     await self.temporal.get_workflow_handle(workflow_id).signal("pod_event", event)
                     self.signals_sent += 1
+                    telemetry.SIGNALS_SENT.labels("pod_event").inc()
                     return
                 except RPCError as err:
                     if err.status == RPCStatusCode.NOT_FOUND:
@@ -216,6 +217,7 @@ class PodWatcher:
                         request_eager_start=True,
                     )
                     self.started += 1
+                    telemetry.WORKFLOWS_STARTED.inc()
                     return
                 except WorkflowAlreadyStartedError:
                     return  # it ran to completion before: this pod's lifecycle is over

@@ -15,7 +15,7 @@ from collections.abc import Hashable
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from slinky import hostlist
+from slinky import hostlist, telemetry
 from slinky.clients.slurm import JobEvent as WatchEvent
 from slinky.clients.slurm import JobEventType, JobInfo, JobWatcher, SlurmApi
 from slinky.models.workload import JobEvent, workflow_id_from_job_comment
@@ -95,6 +95,7 @@ class SlurmJobRouter:
                 try:
                     await self.temporal.get_workflow_handle(workflow_id).signal("job_event", event)
                     self.signals_sent += 1
+                    telemetry.SIGNALS_SENT.labels("job_event").inc()
                     return
                 except RPCError as err:
                     if err.status == RPCStatusCode.NOT_FOUND:

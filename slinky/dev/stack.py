@@ -62,6 +62,8 @@ class Ports:
     slurmctld: int = 18817
     slurmd: int = 18818
     slurmrestd: int = 18820
+    bridge_metrics: int = 17300
+    """The bridge worker's metrics; the Temporal SDK's are on the next port."""
 
 
 PORTS = Ports()
@@ -141,7 +143,29 @@ def preflight() -> None:
             raise StackError(f"apt-get install {' '.join(missing)} failed")
 
 
+def promtool() -> Path:
+    return CACHE / "bin" / "promtool"
+
+
+def ensure_promtool() -> Path:
+    """promtool from Debian's ``prometheus`` package, extracted, not installed: installing the package would
+    start a Prometheus server listening on every address."""
+    path = promtool()
+    if path.is_file():
+        return path
+    work = CACHE / "promtool-deb"
+    work.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["apt-get", "download", "prometheus"], cwd=work, check=True, capture_output=True)
+    deb = next(work.glob("prometheus_*.deb"))
+    _run(["dpkg-deb", "-x", str(deb), str(work / "root")])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(work / "root" / "usr" / "bin" / "promtool", path)
+    shutil.rmtree(work)
+    return path
+
+
 def ensure_artifacts() -> None:
+    ensure_promtool()
     if not all((KUBE_BIN / b).is_file() for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")):
         log("building kube-apiserver, kube-controller-manager, kube-scheduler v1.20.2 (once; ~6-10 min)")
         _with_progress("kubernetes build", ["bash", str(DEPLOY_DEV / "build-kubernetes.sh"), str(KUBE_BIN)])
@@ -784,6 +808,7 @@ def start_workers(procs: ProcessTable) -> None:
         return
     env = {k: v for k, v in env_values().items() if k != "PATH"}
     env.update({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONUNBUFFERED": "1", "HOME": str(Path.home())})
+    env["SLINKY_TELEMETRY__METRICS_PORT"] = str(PORTS.bridge_metrics)
     env.update({k: v for k, v in os.environ.items() if k.startswith("SLINKY_")})
     procs.start(
         "bridge-worker",
