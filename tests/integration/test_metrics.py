@@ -22,7 +22,7 @@ def scrape(port: int) -> str:
 
 def sample(text: str, name: str) -> float:
     for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
+        if line.startswith((name + " ", name + "{")):
             return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"{name} not exposed")
 
