@@ -185,13 +185,14 @@ class WorkloadWorkflow:
         self.phase = phase
         workflow.upsert_search_attributes([SA_PHASE.value_set(phase.value), *extra])
 
-    async def _wait(self) -> None:
-        """Wait for a signal, or re-check Slurm and the pod after ``safety_recheck_seconds``."""
+    async def _wait(self, limit: timedelta | None = None) -> None:
+        """Wait for a signal, or re-check Slurm and the pod after ``safety_recheck_seconds`` (or ``limit``)."""
         assert self.inp is not None
+        timeout = timedelta(seconds=self.inp.safety_recheck_seconds)
+        if limit is not None:
+            timeout = max(min(timeout, limit), timedelta(milliseconds=1))
         try:
-            await workflow.wait_condition(
-                lambda: self.dirty, timeout=timedelta(seconds=self.inp.safety_recheck_seconds)
-            )
+            await workflow.wait_condition(lambda: self.dirty, timeout=timeout)
         except TimeoutError:
             self.recheck_requested = True
         self.dirty = False
@@ -234,7 +235,8 @@ class WorkloadWorkflow:
         await self._await_end()
         return await self._cleanup("the workload ended")
 
-    async def _translate(self) -> SlurmJobSpec | None:
+    async def _translate(self, *, wait_for_fix: bool = True) -> SlurmJobSpec | None:
+        """The pod's job spec, or None (pod gone, or invalid: reported, then waited on if ``wait_for_fix``)."""
         assert self.inp is not None
         self.step = "translate"
         res = await self._call(
@@ -246,17 +248,24 @@ class WorkloadWorkflow:
         for warning in res.warnings:
             await self._event(REASON_DEPRECATED, warning, "Warning")
         if res.error_reason:
-            await self._invalid(res.error_reason, res.error_message)
+            if wait_for_fix:
+                await self._invalid(res.error_reason, res.error_message)
+            else:
+                await self._report_invalid(res.error_reason, res.error_message)
             return None
         return res.spec
 
-    async def _invalid(self, reason: str, message: str) -> None:
-        """Tell the user where they look (Event + condition), then wait for a fix or the pod's end."""
-        self.phase = Phase.INVALID
+    async def _report_invalid(self, reason: str, message: str) -> None:
+        """Tell the user where they look: a Warning Event and the pod condition."""
         await self._event(reason, message, "Warning")
         await self._condition(reason, message)
+
+    async def _invalid(self, reason: str, message: str) -> None:
+        """Report the problem, then wait for a fix or the pod's end."""
+        self.phase = Phase.INVALID
+        await self._report_invalid(reason, message)
         self.step = "wait_for_fix"
-        self.pod_changed = False
+        # pod_changed is NOT reset here: a fix that arrived while translating or reporting must count.
         rechecks = self.rechecks
         # A fix is a change of the pod, or of the cluster (nodes, partitions): retry at each re-check.
         while not (self.pod_changed or self.pod_gone or self.pod_deleting or self.pod_terminal):
@@ -316,8 +325,13 @@ class WorkloadWorkflow:
             await self._wait()
 
     async def _apply_pod_change(self) -> None:
-        """Annotations changed on the pending pod: re-translate and update the pending job."""
-        spec = await self._translate()
+        """Annotations changed on the pending pod: re-translate and update the pending job.
+
+        A bad edit is reported but does not block: the job already queued in Slurm keeps its place, and
+        its allocation is still bound when it comes.
+        """
+        spec = await self._translate(wait_for_fix=False)
+        self.step = "wait_allocation"
         if spec is None or spec == self.spec or self.job_id is None:
             return
         res = await self._call(
@@ -373,7 +387,7 @@ class WorkloadWorkflow:
             if workflow.now() >= deadline:
                 workflow.logger.warning("pod %s did not stop in time; cancelling its job anyway", self.inp.pod.key)
                 return
-            await self._wait()
+            await self._wait(deadline - workflow.now())
 
     async def _cleanup(self, why: str, *, cancel: bool = True) -> str:
         """Cancel the job once the pod really stopped, then remove the finalizer (always last)."""

@@ -1,0 +1,498 @@
+"""``WorkloadWorkflow`` against scripted fake activities on the time-skipping test server.
+
+Each scenario drives the workflow with the signals the bridge's watchers would send and asserts the order
+of the calls that matter (cancel only after the pod is gone, finalizer last, ...). Time moves only while a
+test awaits the result or calls ``env.sleep``, so the long safety re-check never fires by accident.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import CancelledError
+from temporalio.testing import WorkflowEnvironment
+
+from slinky.models.jobspec import SlurmJobSpec
+from slinky.models.workload import (
+    BindPodResult,
+    BuildSpecResult,
+    JobEvent,
+    Phase,
+    PodEvent,
+    PodEventKind,
+    PodStateResult,
+    SubmitResult,
+)
+from tests.workflows.conftest import (
+    JOB_ID,
+    POD,
+    SPEC,
+    FakeActivities,
+    step_is,
+    workload_input,
+)
+from workflows.workload import WorkloadWorkflow
+
+SIGNALED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+TASK_COMPLETED = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+EVENTS = ("record_event", "set_pod_condition")
+"""Best-effort calls; most scenarios assert them separately from the order of the real work."""
+
+
+async def job_event(handle: WorkflowHandle[Any, Any], state: str, reason: str = "", *nodes: str) -> None:
+    await handle.signal(
+        WorkloadWorkflow.job_event, JobEvent(job_id=JOB_ID, state=state, reason=reason, nodes=list(nodes))
+    )
+
+
+async def pod_event(handle: WorkflowHandle[Any, Any], kind: PodEventKind) -> None:
+    await handle.signal(WorkloadWorkflow.pod_event, PodEvent(uid=POD.uid, kind=kind))
+
+
+async def running_on(handle: WorkflowHandle[Any, Any], fakes: FakeActivities, *nodes: str) -> None:
+    """Drive a submitted workload to Running on ``nodes``."""
+    await step_is(handle, "wait_allocation")
+    await job_event(handle, "RUNNING", "None", *nodes)
+    await step_is(handle, "running")
+
+
+async def signal_applied(handle: WorkflowHandle[Any, Any], timeout: float = 5.0) -> None:
+    """Wait until a workflow task completed after the first signal: the workflow code has seen it.
+
+    With a short task timeout the worker heartbeats a task whose local activity is slow, so this happens
+    while that activity is still running.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        events = [e async for e in handle.fetch_history_events()]
+        signalled = [e.event_id for e in events if e.event_type == SIGNALED]
+        if signalled and any(e.event_id > signalled[0] for e in events if e.event_type == TASK_COMPLETED):
+            return
+        assert loop.time() < deadline, "the signal never reached the workflow code"
+        await asyncio.sleep(0.05)
+
+
+def marker_types(events: list[Any]) -> list[tuple[int, str]]:
+    """(event id, activity type) of each local-activity marker of a history."""
+    found = []
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            data = event.marker_recorded_event_attributes.details["data"].payloads[0].data
+            found.append((event.event_id, json.loads(data)["activity_type"]))
+    return found
+
+
+# ---------------------------------------------------------------------------------------- happy path
+async def test_happy_path_binds_on_the_first_slurm_node_and_cleans_up_in_order(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    async with run_workload() as handle:
+        why = await step_is(handle, "wait_allocation")
+        assert (why.phase, why.job_id, why.submit_attempts, why.pods) == (
+            Phase.PENDING,
+            JOB_ID,
+            1,
+            [POD.key],
+        )
+
+        await job_event(handle, "PENDING", "Resources")
+        await fakes.called("set_pod_condition")
+        why = await handle.query(WorkloadWorkflow.why_pending)
+        assert (why.phase, why.step, why.job_id, why.slurm_state, why.reason) == (
+            Phase.PENDING,
+            "wait_allocation",
+            JOB_ID,
+            "PENDING",
+            "Resources",
+        )
+        [condition] = fakes.args("set_pod_condition")
+        assert condition.reason == "Unschedulable"
+        assert "Resources" in condition.message and str(JOB_ID) in condition.message
+        assert why.message == condition.message
+
+        # The same reason again is not worth another condition update.
+        await job_event(handle, "PENDING", "Resources")
+        await job_event(handle, "RUNNING", "None", "slurm-3", "slurm-4")
+        await step_is(handle, "running")
+        assert (await handle.query(WorkloadWorkflow.why_pending)).phase == Phase.RUNNING
+
+        await pod_event(handle, PodEventKind.TERMINAL)
+        assert await handle.result() == "the workload ended"
+        why = await handle.query(WorkloadWorkflow.why_pending)
+        assert (why.phase, why.step) == (Phase.FINISHED, "done")
+
+    assert fakes.names() == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pod",
+        "record_event",
+        "set_pod_condition",
+        "bind_pod",
+        "record_event",
+        "cancel_job",
+        "remove_finalizer",
+        "record_event",
+    ]
+    [submit] = fakes.args("submit_placeholder_job")
+    assert submit.spec == SPEC and submit.workflow_id == handle.id
+    assert fakes.args("label_pod")[0].job_id == JOB_ID
+    [bind] = fakes.args("bind_pod")
+    assert (bind.slurm_node, bind.job_id, bind.pod) == ("slurm-3", JOB_ID, POD)
+    assert fakes.args("cancel_job")[0].job_id == JOB_ID
+    assert fakes.events() == [
+        ("Normal", "SlurmJobSubmitted"),
+        ("Normal", "Scheduled"),
+        ("Normal", "SlurmJobCleanedUp"),
+    ]
+    assert "k8s-slurm-3" in fakes.args("record_event")[1].message
+
+
+async def test_job_event_before_the_submit_result_is_recorded_still_binds(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    """The Slurm watcher can report the job while the submit call is still running (a slow slurmrestd)."""
+    fakes.submit_gate = asyncio.Event()
+    # A short workflow task timeout makes the worker heartbeat the task during the slow local activity,
+    # which is when a signal is applied before the activity's result.
+    async with run_workload(task_timeout=timedelta(seconds=1)) as handle:
+        await fakes.called("submit_placeholder_job")
+        await job_event(handle, "RUNNING", "None", "slurm-1")
+
+        await signal_applied(handle)
+        fakes.submit_gate.set()
+
+        await step_is(handle, "running")
+        await pod_event(handle, PodEventKind.TERMINAL)
+        assert await handle.result() == "the workload ended"
+
+        history = [e async for e in handle.fetch_history_events()]
+    signal_id = next(e.event_id for e in history if e.event_type == SIGNALED)
+    submit_marker = next(i for i, kind in marker_types(history) if kind == "submit_placeholder_job")
+    assert signal_id < submit_marker, "the job event must reach the workflow before the submit result"
+    assert fakes.names(skip=EVENTS) == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pod",
+        "bind_pod",
+        "cancel_job",
+        "remove_finalizer",
+    ]
+    assert fakes.args("bind_pod")[0].slurm_node == "slurm-1"
+
+
+# ---------------------------------------------------------------------------------------- bad input
+async def test_translation_error_waits_for_a_fix_then_submits(run_workload: Any, fakes: FakeActivities) -> None:
+    message = "slurmjob.slinky.slurm.net/node-count: 'two' is not an integer"
+    fakes.build = [
+        BuildSpecResult(error_reason="SlurmJobInvalid", error_message=message),
+        BuildSpecResult(spec=SPEC),
+    ]
+    async with run_workload() as handle:
+        why = await step_is(handle, "wait_for_fix")
+        assert why.phase == Phase.INVALID and why.job_id is None and why.message == message
+        assert fakes.names() == ["build_job_spec", "record_event", "set_pod_condition"]
+        assert fakes.events() == [("Warning", "SlurmJobInvalid")]
+        [condition] = fakes.args("set_pod_condition")
+        assert (condition.reason, condition.message) == ("SlurmJobInvalid", message)
+
+        await pod_event(handle, PodEventKind.CHANGED)
+        why = await step_is(handle, "wait_allocation")
+        assert why.phase == Phase.PENDING and why.job_id == JOB_ID
+
+        await pod_event(handle, PodEventKind.GONE)
+        await handle.result()
+    assert fakes.names(skip=EVENTS) == [
+        "build_job_spec",
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pod",
+        "cancel_job",
+        "remove_finalizer",
+    ]
+
+
+async def test_change_during_a_failing_translation_is_not_lost(run_workload: Any, fakes: FakeActivities) -> None:
+    """The user fixes the pod while the failing translation's Event is being written: re-translate at once."""
+    fakes.build = [BuildSpecResult(error_reason="SlurmJobInvalid", error_message="bad"), BuildSpecResult(spec=SPEC)]
+    fakes.event_gate = asyncio.Event()
+    async with run_workload(task_timeout=timedelta(seconds=1)) as handle:
+        await fakes.called("record_event")
+        await pod_event(handle, PodEventKind.CHANGED)
+        await signal_applied(handle)
+        fakes.event_gate.set()
+        await fakes.called("submit_placeholder_job")
+        await step_is(handle, "wait_allocation")
+        await pod_event(handle, PodEventKind.GONE)
+        await handle.result()
+    assert fakes.names(skip=EVENTS)[:3] == ["build_job_spec", "build_job_spec", "submit_placeholder_job"]
+
+
+async def test_slurm_rejection_waits_then_a_recheck_resubmits(run_workload: Any, fakes: FakeActivities) -> None:
+    fakes.submit = [
+        SubmitResult(error_number=2000, error_message="Invalid partition name specified"),
+        SubmitResult(job_id=JOB_ID),
+    ]
+    async with run_workload() as handle:
+        why = await step_is(handle, "wait_for_fix")
+        assert why.phase == Phase.INVALID and why.job_id is None and why.submit_attempts == 1
+        assert fakes.events() == [("Warning", "SlurmJobRejected")]
+        [condition] = fakes.args("set_pod_condition")
+        assert condition.reason == "SlurmJobRejected"
+        assert "Invalid partition name specified" in condition.message
+        assert "label_pod" not in fakes.names()
+
+        await handle.signal(WorkloadWorkflow.recheck)
+        why = await step_is(handle, "wait_allocation")
+        assert (why.job_id, why.submit_attempts, why.rechecks) == (JOB_ID, 2, 1)
+
+        await pod_event(handle, PodEventKind.GONE)
+        await handle.result()
+    assert fakes.names(skip=EVENTS) == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "get_pod_state",
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pod",
+        "cancel_job",
+        "remove_finalizer",
+    ]
+
+
+# ---------------------------------------------------------------------------------------- pod ends
+async def test_pod_deleted_while_pending_cancels_only_after_gone(run_workload: Any, fakes: FakeActivities) -> None:
+    async with run_workload() as handle:
+        await step_is(handle, "wait_allocation")
+        await pod_event(handle, PodEventKind.DELETING)
+        why = await step_is(handle, "wait_pod_gone")
+        assert why.phase == Phase.CLEANING_UP
+        assert "cancel_job" not in fakes.names()
+
+        await pod_event(handle, PodEventKind.GONE)
+        assert await handle.result() == "the pod ended while its job was pending"
+    assert fakes.names(skip=EVENTS) == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pod",
+        "cancel_job",
+        "remove_finalizer",
+    ]
+    assert fakes.names()[-2:] == ["remove_finalizer", "record_event"]
+
+
+async def test_pod_deleting_while_running_keeps_the_job_until_gone(run_workload: Any, fakes: FakeActivities) -> None:
+    """Upstream bug #16: the allocation was released while the pod's containers still ran."""
+    async with run_workload() as handle:
+        await running_on(handle, fakes, "slurm-1")
+        await pod_event(handle, PodEventKind.DELETING)
+        await step_is(handle, "wait_pod_gone")
+        # The workflow is parked; a recheck that still sees the pod terminating changes nothing.
+        fakes.pod_state = PodStateResult(exists=True, phase="Running", deleting=True)
+        fakes.job = JobEvent(job_id=JOB_ID, state="RUNNING", nodes=["slurm-1"])
+        await handle.signal(WorkloadWorkflow.recheck)
+        await fakes.called("get_pod_state")
+        await step_is(handle, "wait_pod_gone")
+        assert "cancel_job" not in fakes.names()
+
+        await pod_event(handle, PodEventKind.GONE)
+        assert await handle.result() == "the workload ended"
+    assert fakes.names(skip=EVENTS) == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pod",
+        "bind_pod",
+        "get_pod_state",
+        "get_job",
+        "cancel_job",
+        "remove_finalizer",
+    ]
+
+
+async def test_pod_that_never_stops_gets_its_job_cancelled_at_the_gone_timeout(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    """The fallback of bug #16's fix: a pod stuck terminating does not hold its allocation forever."""
+    inp = workload_input(safety_recheck_seconds=300.0, gone_timeout_seconds=120.0)
+    fakes.pod_state = PodStateResult(exists=True, phase="Running", deleting=True)
+    fakes.job = JobEvent(job_id=JOB_ID, state="RUNNING", nodes=["slurm-1"])
+    async with run_workload(inp) as handle:
+        await running_on(handle, fakes, "slurm-1")
+        await pod_event(handle, PodEventKind.DELETING)
+        await step_is(handle, "wait_pod_gone")
+        assert "cancel_job" not in fakes.names()
+
+        assert await handle.result() == "the workload ended"  # time skips to the fallback
+        history = [e async for e in handle.fetch_history_events()]
+    deleting_at = max(e.event_time.ToDatetime() for e in history if e.event_type == SIGNALED)
+    ended_at = history[-1].event_time.ToDatetime()
+    waited = (ended_at - deleting_at).total_seconds()
+    assert 120 <= waited < 121, f"the job was cancelled {waited}s after the pod began deleting, not at 120s"
+    # One last look at the pod right at the deadline, then cancel, then the finalizer.
+    assert fakes.names(skip=EVENTS)[-4:] == ["get_pod_state", "get_job", "cancel_job", "remove_finalizer"]
+
+
+# ---------------------------------------------------------------------------------------- job ends
+async def test_job_ending_first_deletes_the_pod_and_does_not_cancel(run_workload: Any, fakes: FakeActivities) -> None:
+    async with run_workload() as handle:
+        await running_on(handle, fakes, "slurm-1")
+        await job_event(handle, "CANCELLED", "None", "slurm-1")
+        await fakes.called("delete_pod")
+        await step_is(handle, "wait_pod_gone")
+        assert "remove_finalizer" not in fakes.names()
+
+        await pod_event(handle, PodEventKind.GONE)
+        assert await handle.result() == "the Slurm job ended (CANCELLED)"
+    assert fakes.names(skip=EVENTS) == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pod",
+        "bind_pod",
+        "delete_pod",
+        "remove_finalizer",
+    ]
+    assert ("Warning", "SlurmJobEnded") in fakes.events()
+
+
+async def test_vanished_job_while_pending_deletes_the_pod(run_workload: Any, fakes: FakeActivities) -> None:
+    async with run_workload() as handle:
+        await step_is(handle, "wait_allocation")
+        await job_event(handle, "VANISHED")
+        await fakes.called("delete_pod")
+        await pod_event(handle, PodEventKind.GONE)
+        assert await handle.result() == "the Slurm job ended (VANISHED)"
+    assert fakes.names(skip=EVENTS) == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pod",
+        "delete_pod",
+        "remove_finalizer",
+    ]
+    assert fakes.events()[1] == ("Warning", "SlurmJobEnded")
+
+
+# ---------------------------------------------------------------------------------------- changes
+async def test_annotation_change_while_pending_updates_the_pending_job(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    changed = SlurmJobSpec(pods=(POD.key,), partition="debug", cpus_per_task=1, time_limit_minutes=30)
+    fakes.build = [BuildSpecResult(spec=SPEC), BuildSpecResult(spec=changed)]
+    async with run_workload() as handle:
+        await step_is(handle, "wait_allocation")
+        await pod_event(handle, PodEventKind.CHANGED)
+        await fakes.called("update_pending_job")
+        [update] = fakes.args("update_pending_job")
+        assert (update.job_id, update.spec) == (JOB_ID, changed)
+
+        # The same annotations again: nothing to update.
+        await pod_event(handle, PodEventKind.CHANGED)
+        await fakes.called("build_job_spec", 3)
+        await job_event(handle, "RUNNING", "None", "slurm-2")
+        await step_is(handle, "running")
+        await pod_event(handle, PodEventKind.TERMINAL)
+        await handle.result()
+    assert fakes.names(skip=EVENTS) == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pod",
+        "build_job_spec",
+        "update_pending_job",
+        "build_job_spec",
+        "bind_pod",
+        "cancel_job",
+        "remove_finalizer",
+    ]
+
+
+async def test_invalid_annotation_change_while_pending_keeps_the_job_and_still_binds(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    """A bad edit of a pending pod is reported, but the job already in Slurm keeps its place and runs."""
+    fakes.build = [BuildSpecResult(spec=SPEC), BuildSpecResult(error_reason="SlurmJobInvalid", error_message="bad")]
+    async with run_workload() as handle:
+        await step_is(handle, "wait_allocation")
+        await pod_event(handle, PodEventKind.CHANGED)
+        await fakes.called("set_pod_condition")
+        await job_event(handle, "RUNNING", "None", "slurm-2")
+        await fakes.called("bind_pod")
+        await pod_event(handle, PodEventKind.TERMINAL)
+        await handle.result()
+    assert fakes.names(skip=EVENTS) == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pod",
+        "build_job_spec",
+        "bind_pod",
+        "cancel_job",
+        "remove_finalizer",
+    ]
+    assert ("Warning", "SlurmJobInvalid") in fakes.events()
+
+
+# ---------------------------------------------------------------------------------------- operator
+async def test_operator_cancel_while_running_tears_down_in_order(run_workload: Any, fakes: FakeActivities) -> None:
+    async with run_workload() as handle:
+        await running_on(handle, fakes, "slurm-1")
+        await handle.cancel()
+        await fakes.called("delete_pod")
+        await step_is(handle, "wait_pod_gone")
+        assert "cancel_job" not in fakes.names()
+
+        await pod_event(handle, PodEventKind.GONE)
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+    assert isinstance(failure.value.cause, CancelledError)
+    assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+    assert fakes.names(skip=EVENTS) == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pod",
+        "bind_pod",
+        "delete_pod",
+        "cancel_job",
+        "remove_finalizer",
+    ]
+
+
+async def test_safety_recheck_finds_a_missed_allocation_and_binds(
+    env: WorkflowEnvironment, run_workload: Any, fakes: FakeActivities
+) -> None:
+    fakes.job = JobEvent(job_id=JOB_ID, state="RUNNING", nodes=["slurm-5"])
+    fakes.bind = BindPodResult(node="worker-5")
+    async with run_workload(workload_input(safety_recheck_seconds=60.0)) as handle:
+        await step_is(handle, "wait_allocation")
+        assert "get_job" not in fakes.names()
+
+        await env.sleep(61)  # no signal at all: only the durable re-check can notice the allocation
+        await fakes.called("bind_pod")
+        why = await step_is(handle, "running")
+        assert why.rechecks == 1 and why.message == f"bound to worker-5 by Slurm job {JOB_ID}"
+
+        await pod_event(handle, PodEventKind.TERMINAL)
+        await handle.result()
+    assert fakes.names(skip=EVENTS)[:6] == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pod",
+        "get_pod_state",
+        "get_job",
+        "bind_pod",
+    ]
+    assert fakes.args("get_job")[0].workflow_id == handle.id
+    assert fakes.args("bind_pod")[0].slurm_node == "slurm-5"
+
+
+async def test_events_for_another_pod_uid_are_ignored(run_workload: Any, fakes: FakeActivities) -> None:
+    async with run_workload() as handle:
+        await step_is(handle, "wait_allocation")
+        await handle.signal(WorkloadWorkflow.pod_event, PodEvent(uid="some-other-uid", kind=PodEventKind.GONE))
+        why = await step_is(handle, "wait_allocation")
+        assert why.phase == Phase.PENDING
+        await pod_event(handle, PodEventKind.GONE)
+        await handle.result()
