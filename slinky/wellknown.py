@@ -29,6 +29,10 @@ ANNOTATION_SLURM_NODE: Final = PREFIX_SLINKY + "slurm-node"
 FINALIZER_SCHEDULER: Final = PREFIX_SCHEDULER + "finalizer"
 """Keeps the job id readable until the Slurm job is cancelled."""
 
+LABEL_WEBHOOK: Final = PREFIX_SLINKY + "webhook"
+"""On a namespace or a pod: ``ignore`` keeps the admission webhooks away (system namespaces, the bridge's own)."""
+WEBHOOK_IGNORE: Final = "ignore"
+
 # Node keys.
 LABEL_SLURM_NODENAME: Final = PREFIX_SLINKY + "slurm-nodename"
 """Slurm NodeName when it differs from the Kubernetes node name."""
