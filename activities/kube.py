@@ -7,6 +7,7 @@ retry after a crash is harmless. Permanent failures become non-retryable ``Appli
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import time
@@ -19,27 +20,28 @@ from temporalio.exceptions import ApplicationError
 from slinky import pods, telemetry, wellknown
 from slinky.clients.errors import KubeConflict, KubeNotFound, KubeRejected, KubeUnavailable
 from slinky.clients.kube import KubeClient, Obj, pod_path
+from slinky.grouping import KIND_LWS, GroupRef
 from slinky.models.workload import (
-    BindPodInput,
-    BindPodResult,
+    BindPodsInput,
+    BindPodsResult,
     BuildSpecInput,
     BuildSpecResult,
-    DeletePodInput,
+    DeletePodsInput,
     EventInput,
-    LabelPodInput,
+    GroupPhaseInput,
+    LabelPodsInput,
     PodConditionInput,
     PodRef,
+    PodsInput,
+    PodsResult,
     PodStateResult,
+    PodStatesResult,
 )
-from slinky.translate import TranslationError, translate_pod
+from slinky.translate import TranslationError, translate_group, translate_pod
 
 logger = logging.getLogger(__name__)
 EVENT_MESSAGE_LIMIT = 1024
 COMPONENT = "slurm-bridge"
-OWNER_APIS = {
-    "Job": "/apis/batch/v1/namespaces/{ns}/jobs/{name}",
-    "JobSet": "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets/{name}",
-}
 
 
 class NodeView(Protocol):
@@ -74,7 +76,11 @@ def _retryable(err: KubeUnavailable) -> ApplicationError:
 
 
 class KubeActivities:
-    """Kubernetes verbs; holds one pooled async client and the worker's node view."""
+    """Kubernetes verbs over a workload's members; holds one pooled async client and the worker's node view.
+
+    Every verb takes the whole member list and works on the members concurrently: a gang of 64 pods costs
+    one activity (one history marker), not 64.
+    """
 
     def __init__(self, kube: KubeClient, nodes: NodeView) -> None:
         self.kube = kube
@@ -95,13 +101,13 @@ class KubeActivities:
         if owner is None or owner.get("kind") != "Job":
             return None, None
         try:
-            job = await self.kube.get(OWNER_APIS["Job"].format(ns=ns, name=owner["name"]))
+            job = await self.kube.get(wellknown.API_JOB.format(namespace=ns, name=owner["name"]))
         except KubeNotFound:
             return None, None
         parent = next((o for o in job["metadata"].get("ownerReferences", []) if o.get("controller")), None)
         if parent is not None and parent.get("kind") == "JobSet":
             try:
-                jobset = await self.kube.get(OWNER_APIS["JobSet"].format(ns=ns, name=parent["name"]))
+                jobset = await self.kube.get(wellknown.API_JOBSET.format(namespace=ns, name=parent["name"]))
                 return jobset, job
             except (KubeNotFound, KubeRejected):
                 return job, job
@@ -109,21 +115,23 @@ class KubeActivities:
 
     @activity.defn(name="build_job_spec")
     async def build_job_spec(self, data: BuildSpecInput) -> BuildSpecResult:
-        """Read the pod and its owners and translate them into a Slurm job spec (pure translation)."""
+        """Read the members (and their owners or gang object) and translate them into one Slurm job spec."""
         try:
-            pod = await self._get_pod(data.pod)
-            if pod is None or pods.is_gone(pod):
-                return BuildSpecResult(pod_gone=True)
-            if pod["spec"].get("nodeName"):
-                return BuildSpecResult(pod_bound_to=pod["spec"]["nodeName"])
-            owner, job = await self._owner_chain(pod)
+            found = await asyncio.gather(*(self._get_pod(ref) for ref in data.pods))
+            gone = [ref.uid for ref, pod in zip(data.pods, found, strict=True) if pod is None or _not_pending(pod)]
+            live = [pod for pod in found if pod is not None and not _not_pending(pod)]
+            if not live:
+                return BuildSpecResult(gone=gone)
+            if data.group is not None:
+                return self._translate_gang(data, live, gone, await self._group_object(data.group))
+            owner, job = await self._owner_chain(live[0])
         except KubeUnavailable as err:
             raise _retryable(err) from err
         kind = owner["kind"] if owner else "Pod"
-        name = owner["metadata"]["name"] if owner else data.pod.name
+        name = owner["metadata"]["name"] if owner else live[0]["metadata"]["name"]
         try:
             result = translate_pod(
-                pod,
+                live[0],
                 settings=data.defaults,
                 owner=owner,
                 job=job,
@@ -135,21 +143,59 @@ class KubeActivities:
                 error_reason="SlurmJobInvalid", error_message=str(err), kind=kind, workload_name=name
             )
         return BuildSpecResult(
+            spec=result.spec, gone=gone, warnings=[w.message for w in result.warnings], kind=kind, workload_name=name
+        )
+
+    async def _group_object(self, group: GroupRef) -> Obj:
+        try:
+            return await self.kube.get(group.api_path())
+        except KubeNotFound:
+            return {"metadata": {"name": group.name, "namespace": group.namespace}}
+
+    def _translate_gang(self, data: BuildSpecInput, live: list[Obj], gone: list[str], obj: Obj) -> BuildSpecResult:
+        assert data.group is not None
+        group = data.group
+        name = group.name
+        if group.kind == KIND_LWS:
+            index = (live[0]["metadata"].get("labels") or {}).get(wellknown.LABEL_LWS_GROUP_INDEX, "0")
+            name = f"{group.name}-{index}"
+        try:
+            result = translate_group(
+                live,
+                settings=data.defaults,
+                annotation_source=obj,
+                nodes=self.nodes.kube_nodes(),
+                slurm_nodes=self.nodes.slurm_node_names(),
+                name=name,
+            )
+        except TranslationError as err:
+            return BuildSpecResult(
+                error_reason="SlurmJobInvalid", error_message=str(err), kind=group.kind, workload_name=name
+            )
+        return BuildSpecResult(
             spec=result.spec,
+            gone=gone,
             warnings=[w.message for w in result.warnings],
-            kind=kind,
+            kind=group.kind,
             workload_name=name,
         )
 
-    @activity.defn(name="label_pod")
-    async def label_pod(self, data: LabelPodInput) -> bool:
-        """Put the job id label and the finalizer on the pod; False if the pod is gone."""
-        pod = await self._get_pod(data.pod)
+    @activity.defn(name="label_pods")
+    async def label_pods(self, data: LabelPodsInput) -> PodsResult:
+        """Put the job id label and the finalizer on every member; members found gone are reported."""
+        results = await asyncio.gather(*(self._label(ref, data.job_id) for ref in data.pods))
+        return PodsResult(
+            done=[r.uid for r, ok in zip(data.pods, results, strict=True) if ok],
+            gone=[r.uid for r, ok in zip(data.pods, results, strict=True) if not ok],
+        )
+
+    async def _label(self, ref: PodRef, job_id: int) -> bool:
+        pod = await self._get_pod(ref)
         if pod is None:
             return False
         finalizers = list(pod["metadata"].get("finalizers") or [])
         labels = pod["metadata"].get("labels") or {}
-        if labels.get(wellknown.LABEL_SLURM_JOB_ID) == str(data.job_id) and wellknown.FINALIZER_SCHEDULER in finalizers:
+        if labels.get(wellknown.LABEL_SLURM_JOB_ID) == str(job_id) and wellknown.FINALIZER_SCHEDULER in finalizers:
             return True
         if pod["metadata"].get("deletionTimestamp"):
             return False  # a finalizer cannot be added to a deleting object
@@ -157,69 +203,83 @@ class KubeActivities:
             finalizers.append(wellknown.FINALIZER_SCHEDULER)
         patch = {
             "metadata": {
-                "uid": data.pod.uid,
+                "uid": ref.uid,
                 "resourceVersion": pod["metadata"]["resourceVersion"],
-                "labels": {wellknown.LABEL_SLURM_JOB_ID: str(data.job_id)},
+                "labels": {wellknown.LABEL_SLURM_JOB_ID: str(job_id)},
                 "finalizers": finalizers,
             }
         }
         try:
-            await self.kube.patch(pod_path(data.pod.namespace, data.pod.name), patch)
+            await self.kube.patch(pod_path(ref.namespace, ref.name), patch)
         except KubeNotFound:
             return False
         except KubeConflict as err:
             raise ApplicationError("pod changed under us; retry", type="KubeConflict") from err
         return True
 
-    @activity.defn(name="bind_pod")
-    async def bind_pod(self, data: BindPodInput) -> BindPodResult:
-        """Bind the pod to the Kubernetes node of its Slurm allocation; idempotent, never binds twice."""
-        node = self.nodes.kube_node_for(data.slurm_node)
+    @activity.defn(name="bind_pods")
+    async def bind_pods(self, data: BindPodsInput) -> BindPodsResult:
+        """Bind each member to the Kubernetes node of its Slurm node; idempotent, never binds twice."""
+        results = await asyncio.gather(*(self._bind(b.pod, b.slurm_node) for b in data.bindings))
+        out = BindPodsResult()
+        for binding, node in zip(data.bindings, results, strict=True):
+            if node is None:
+                out.gone.append(binding.pod.uid)
+            else:
+                out.nodes[binding.pod.uid] = node
+        return out
+
+    async def _bind(self, ref: PodRef, slurm_node: str) -> str | None:
+        node = self.nodes.kube_node_for(slurm_node)
         if node is None:
-            raise ApplicationError(f"Slurm node {data.slurm_node} maps to no Kubernetes node", type="NoKubeNodeMatch")
-        pod = await self._get_pod(data.pod)
+            raise ApplicationError(f"Slurm node {slurm_node} maps to no Kubernetes node", type="NoKubeNodeMatch")
+        pod = await self._get_pod(ref)
         if pod is None or pods.is_gone(pod):
-            return BindPodResult(pod_gone=True)
+            return None
         bound = pod["spec"].get("nodeName")
         if bound:
             if bound != node:
                 raise ApplicationError(
-                    f"pod already bound to {bound}, allocation is on {node}",
+                    f"pod {ref.key} already bound to {bound}, allocation is on {node}",
                     type="AlreadyBound",
                     non_retryable=True,
                 )
-            return BindPodResult(node=node)
-        path = pod_path(data.pod.namespace, data.pod.name)
+            return node
+        path = pod_path(ref.namespace, ref.name)
         annotations = pod["metadata"].get("annotations") or {}
         if annotations.get(wellknown.ANNOTATION_SLURM_NODE) != node:
             await self.kube.patch(path, {"metadata": {"annotations": {wellknown.ANNOTATION_SLURM_NODE: node}}})
         binding = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": data.pod.name, "uid": data.pod.uid},
+            "metadata": {"name": ref.name, "uid": ref.uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
             await self.kube.create(path + "/binding", binding)
         except KubeNotFound:
-            return BindPodResult(pod_gone=True)
+            return None
         except KubeConflict:
-            # Already bound (a retry whose first try succeeded): read back and compare.
-            again = await self._get_pod(data.pod)
-            if again is None:
-                return BindPodResult(pod_gone=True)
-            if again["spec"].get("nodeName") != node:
-                raise ApplicationError("pod bound elsewhere", type="AlreadyBound", non_retryable=True) from None
-            return BindPodResult(node=node)
+            # Already bound (a retry whose first try succeeded), or deleted since we read it (the API
+            # server answers 409 to binding a pod that is being deleted): read back and compare.
+            again = await self._get_pod(ref)
+            bound_now = again["spec"].get("nodeName") if again is not None else None
+            if bound_now == node:
+                return node
+            if again is None or pods.is_gone(again):
+                return None
+            if not bound_now:
+                raise ApplicationError("binding conflicted; retry", type="KubeConflict") from None
+            raise ApplicationError("pod bound elsewhere", type="AlreadyBound", non_retryable=True) from None
         telemetry.PODS_BOUND.inc()
         created = _parse_time(pod["metadata"].get("creationTimestamp"))
         if created is not None:
             telemetry.CREATE_TO_BOUND.observe(max(0.0, time.time() - created))
-        return BindPodResult(node=node)
+        return node
 
     @activity.defn(name="set_pod_condition")
     async def set_pod_condition(self, data: PodConditionInput) -> None:
-        """PodScheduled=False with the reason and Slurm's message, where `kubectl describe` shows it."""
+        """PodScheduled=False with the reason and message on every member, where `kubectl describe` shows it."""
         condition = {
             "type": "PodScheduled",
             "status": "False",
@@ -227,75 +287,88 @@ class KubeActivities:
             "message": data.message[:EVENT_MESSAGE_LIMIT],
             "lastTransitionTime": _now(),
         }
-        try:
-            await self.kube.patch(
-                pod_path(data.pod.namespace, data.pod.name, "status"),
-                {"metadata": {"uid": data.pod.uid}, "status": {"conditions": [condition]}},
-                patch_type="strategic",
-            )
-        except (KubeNotFound, KubeConflict):
-            return
+
+        async def one(ref: PodRef) -> None:
+            try:
+                await self.kube.patch(
+                    pod_path(ref.namespace, ref.name, "status"),
+                    {"metadata": {"uid": ref.uid}, "status": {"conditions": [condition]}},
+                    patch_type="strategic",
+                )
+            except (KubeNotFound, KubeConflict, KubeRejected):
+                return
+
+        await asyncio.gather(*(one(ref) for ref in data.pods))
 
     @activity.defn(name="record_event")
     async def record_event(self, data: EventInput) -> None:
-        """A core/v1 Event on the pod (best effort: an Event is never worth failing a lifecycle)."""
+        """A core/v1 Event on every member (best effort: an Event is never worth failing a lifecycle)."""
         now = _now()
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{data.pod.name}.", "namespace": data.pod.namespace},
-            "involvedObject": {
+
+        async def one(ref: PodRef) -> None:
+            event = {
                 "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": data.pod.namespace,
-                "name": data.pod.name,
-                "uid": data.pod.uid,
-            },
-            "reason": data.reason,
-            "message": data.message[:EVENT_MESSAGE_LIMIT],
-            "type": data.type,
-            "source": {"component": COMPONENT},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-            "reportingComponent": COMPONENT,
-        }
-        try:
-            await self.kube.create(f"/api/v1/namespaces/{data.pod.namespace}/events", event)
-        except (KubeRejected, KubeNotFound) as err:
-            logger.warning("event %s on %s not recorded: %s", data.reason, data.pod.key, err)
+                "kind": "Event",
+                "metadata": {"generateName": f"{ref.name}.", "namespace": ref.namespace},
+                "involvedObject": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "namespace": ref.namespace,
+                    "name": ref.name,
+                    "uid": ref.uid,
+                },
+                "reason": data.reason,
+                "message": data.message[:EVENT_MESSAGE_LIMIT],
+                "type": data.type,
+                "source": {"component": COMPONENT},
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+                "reportingComponent": COMPONENT,
+            }
+            try:
+                await self.kube.create(f"/api/v1/namespaces/{ref.namespace}/events", event)
+            except (KubeRejected, KubeNotFound) as err:
+                logger.warning("event %s on %s not recorded: %s", data.reason, ref.key, err)
 
-    @activity.defn(name="delete_pod")
-    async def delete_pod(self, data: DeletePodInput) -> None:
-        """Delete the pod gracefully (UID precondition: never a newer pod with the same name)."""
-        try:
-            await self.kube.delete(
-                pod_path(data.pod.namespace, data.pod.name),
-                grace_seconds=data.grace_seconds,
-                uid=data.pod.uid,
+        await asyncio.gather(*(one(ref) for ref in data.pods))
+
+    @activity.defn(name="delete_pods")
+    async def delete_pods(self, data: DeletePodsInput) -> None:
+        """Delete members gracefully (UID precondition: never a newer pod with the same name)."""
+
+        async def one(ref: PodRef) -> None:
+            try:
+                await self.kube.delete(pod_path(ref.namespace, ref.name), grace_seconds=data.grace_seconds, uid=ref.uid)
+            except (KubeNotFound, KubeConflict):
+                return  # gone already, or the UID precondition failed: our pod is gone
+
+        await asyncio.gather(*(one(ref) for ref in data.pods))
+
+    @activity.defn(name="get_pod_states")
+    async def get_pod_states(self, data: PodsInput) -> PodStatesResult:
+        found = await asyncio.gather(*(self._get_pod(ref) for ref in data.pods))
+        states: dict[str, PodStateResult] = {}
+        for ref, pod in zip(data.pods, found, strict=True):
+            if pod is None:
+                states[ref.uid] = PodStateResult(exists=False, gone=True)
+                continue
+            states[ref.uid] = PodStateResult(
+                exists=True,
+                phase=pod.get("status", {}).get("phase", ""),
+                node_name=pod["spec"].get("nodeName") or "",
+                deleting=bool(pod["metadata"].get("deletionTimestamp")),
+                gone=pods.is_gone(pod),
             )
-        except KubeNotFound:
-            return
-        except KubeConflict:
-            return  # the UID precondition failed: our pod is gone already
+        return PodStatesResult(states=states)
 
-    @activity.defn(name="get_pod_state")
-    async def get_pod_state(self, data: PodRef) -> PodStateResult:
-        pod = await self._get_pod(data)
-        if pod is None:
-            return PodStateResult(exists=False, gone=True)
-        return PodStateResult(
-            exists=True,
-            phase=pod.get("status", {}).get("phase", ""),
-            node_name=pod["spec"].get("nodeName") or "",
-            deleting=bool(pod["metadata"].get("deletionTimestamp")),
-            gone=pods.is_gone(pod),
-        )
+    @activity.defn(name="remove_finalizers")
+    async def remove_finalizers(self, data: PodsInput) -> None:
+        """Remove the bridge finalizer from every member (last step of every lifecycle)."""
+        await asyncio.gather(*(self._unfinalize(ref) for ref in data.pods))
 
-    @activity.defn(name="remove_finalizer")
-    async def remove_finalizer(self, data: PodRef) -> None:
-        """Remove the bridge finalizer (last step of every lifecycle); a missing pod is success."""
-        pod = await self._get_pod(data)
+    async def _unfinalize(self, ref: PodRef) -> None:
+        pod = await self._get_pod(ref)
         if pod is None:
             return
         finalizers = list(pod["metadata"].get("finalizers") or [])
@@ -304,26 +377,40 @@ class KubeActivities:
         finalizers.remove(wellknown.FINALIZER_SCHEDULER)
         patch = {
             "metadata": {
-                "uid": data.uid,
+                "uid": ref.uid,
                 "resourceVersion": pod["metadata"]["resourceVersion"],
                 "finalizers": finalizers or None,
             }
         }
         try:
-            await self.kube.patch(pod_path(data.namespace, data.name), patch)
+            await self.kube.patch(pod_path(ref.namespace, ref.name), patch)
         except KubeNotFound:
             return
         except KubeConflict as err:
             raise ApplicationError("pod changed under us; retry", type="KubeConflict") from err
 
+    @activity.defn(name="set_group_phase")
+    async def set_group_phase(self, data: GroupPhaseInput) -> None:
+        """Keep a PodGroup's ``status.phase`` current (Scheduling, Running, Finished, Failed)."""
+        try:
+            await self.kube.patch(data.group.api_path() + "/status", {"status": {"phase": data.phase}})
+        except KubeNotFound:
+            return
+
     def all(self) -> list[Any]:
         return [
             self.build_job_spec,
-            self.label_pod,
-            self.bind_pod,
+            self.label_pods,
+            self.bind_pods,
             self.set_pod_condition,
             self.record_event,
-            self.delete_pod,
-            self.get_pod_state,
-            self.remove_finalizer,
+            self.delete_pods,
+            self.get_pod_states,
+            self.remove_finalizers,
+            self.set_group_phase,
         ]
+
+
+def _not_pending(pod: Obj) -> bool:
+    """A member that can no longer join a job: it ended, is being deleted, or was bound by someone else."""
+    return pods.is_gone(pod) or pods.is_deleting(pod) or pods.is_terminal(pod)

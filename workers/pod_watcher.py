@@ -16,6 +16,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,13 +32,24 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from slinky import pods, telemetry, wellknown
-from slinky.clients.errors import KubeError
+from slinky.clients.errors import KubeError, KubeNotFound
 from slinky.clients.kube import KubeClient, KubeGone, Obj
+from slinky.grouping import GroupRef, group_of, min_member
 from slinky.models.jobspec import TranslateDefaults
 from slinky.models.workload import PodEvent, PodEventKind, PodRef, WorkloadInput, workload_workflow_id
 
 logger = logging.getLogger(__name__)
 START_CONCURRENCY = 32
+
+
+GROUP_CACHE_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    uid: str
+    min_member: int
+    expires: float
 
 
 @dataclass
@@ -50,6 +62,7 @@ class Seen:
     deleting: bool
     gone: bool
     spec_hash: str
+    workflow_id: str
 
 
 def spec_hash(pod: Obj) -> str:
@@ -84,6 +97,7 @@ class PodWatcher:
         self.defaults = defaults
         self.safety_recheck_seconds = safety_recheck_seconds
         self.seen: dict[str, Seen] = {}
+        self.groups: dict[tuple[str, str, str], GroupInfo] = {}
         self._sem = asyncio.Semaphore(START_CONCURRENCY)
         self._tasks: set[asyncio.Task[None]] = set()
         self.started = 0
@@ -125,6 +139,15 @@ class PodWatcher:
         if seen is not None and seen.managed and not seen.gone:
             logger.debug("pod %s vanished during a relist", uid)
 
+    def _workflow_id(self, ref: PodRef, group: GroupRef | None) -> str | None:
+        """The lifecycle of this pod: its own, or its gang's (None until the gang object was read)."""
+        if group is None:
+            return workload_workflow_id(ref.namespace, ref.uid)
+        info = self.groups.get((group.kind, group.namespace, group.name))
+        if info is None or info.expires < time.monotonic():
+            return None
+        return group.workflow_id(info.uid)
+
     def observe(self, kind: str, pod: Obj) -> None:
         """Turn one watch event into at most one workflow start or signal."""
         meta = pod["metadata"]
@@ -134,8 +157,16 @@ class PodWatcher:
         labelled = wellknown.LABEL_SLURM_JOB_ID in (meta.get("labels") or {})
         if kind == "DELETED":
             self.seen.pop(uid, None)
-            if (previous and previous.managed and not previous.gone) or (previous is None and labelled):
-                self._send(ref, PodEventKind.GONE)
+            if previous and previous.managed and not previous.gone:
+                self._send(previous.workflow_id, ref, PodEventKind.GONE)
+            elif previous is None and labelled and group_of(pod) is None:
+                self._send(workload_workflow_id(ns, uid), ref, PodEventKind.GONE)
+            return
+        group = group_of(pod)
+        workflow_id = previous.workflow_id if previous else self._workflow_id(ref, group)
+        if workflow_id is None:
+            assert group is not None
+            self._spawn(self._resolve(group, kind, pod))
             return
         now = Seen(
             managed=labelled or (previous.managed if previous else False),
@@ -144,32 +175,82 @@ class PodWatcher:
             deleting=pods.is_deleting(pod),
             gone=pods.is_gone(pod),
             spec_hash=spec_hash(pod),
+            workflow_id=workflow_id,
         )
         unbound = not pods.node_name(pod)
         if unbound and not (now.deleting or now.terminal) and not now.started:
-            # Also on the first sight after a restart: USE_EXISTING makes a repeated start a no-op.
+            # Also on the first sight after a restart: starting an existing lifecycle is a no-op.
             now.managed = now.started = True
-            self._spawn(self._start(pod, ref))
+            self._spawn(self._start(pod, ref, workflow_id, group))
         self.seen[uid] = now
         if not now.managed:
             return
         # One signal for the strongest transition, compared with what this process saw before (on a
         # relist or restart "before" is unknown, and a repeated flag is harmless to the workflow).
         if now.gone and (previous is None or not previous.gone):
-            self._send(ref, PodEventKind.GONE if not now.terminal else PodEventKind.TERMINAL, pod)
+            self._send(workflow_id, ref, PodEventKind.GONE if not now.terminal else PodEventKind.TERMINAL, pod)
         elif now.deleting and (previous is None or not previous.deleting):
-            self._send(ref, PodEventKind.DELETING, pod)
+            self._send(workflow_id, ref, PodEventKind.DELETING, pod)
         elif previous is not None and unbound and previous.spec_hash != now.spec_hash:
-            self._send(ref, PodEventKind.CHANGED, pod)
+            self._send(workflow_id, ref, PodEventKind.CHANGED, pod)
 
-    def _send(self, ref: PodRef, kind: PodEventKind, pod: Obj | None = None) -> None:
+    async def _resolve(self, group: GroupRef, kind: str, pod: Obj) -> None:
+        """Read the gang object (UID, size), then observe the pod again; wait while it does not exist."""
+        key = (group.kind, group.namespace, group.name)
+        warned = False
+        while True:
+            try:
+                obj = await self.kube.get(group.api_path())
+                size = min_member(group, obj, pod)
+            except KubeNotFound:
+                problem = f"{group.kind} {group.name} not found; the pod waits until it exists"
+            except ValueError as err:
+                problem = str(err)
+            except KubeError as err:
+                logger.warning("reading %s %s failed: %s", group.kind, group.name, err)
+                problem = ""
+            else:
+                self.groups[key] = GroupInfo(obj["metadata"]["uid"], size, time.monotonic() + GROUP_CACHE_SECONDS)
+                self.observe(kind, pod)
+                return
+            if problem and not warned:
+                warned = True
+                await self._warn(pod, "GangObjectInvalid", problem)
+            if pod["metadata"]["uid"] not in self.seen and warned is False:
+                return
+            await asyncio.sleep(10)
+
+    async def _warn(self, pod: Obj, reason: str, message: str) -> None:
+        meta = pod["metadata"]
+        event = {
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": meta["namespace"],
+                "name": meta["name"],
+                "uid": meta["uid"],
+            },
+            "reason": reason,
+            "message": message,
+            "type": "Warning",
+            "source": {"component": "slurm-bridge"},
+            "count": 1,
+        }
+        try:
+            await self.kube.create(f"/api/v1/namespaces/{meta['namespace']}/events", event)
+        except KubeError as err:
+            logger.warning("event %s not recorded: %s", reason, err)
+
+    def _send(self, workflow_id: str, ref: PodRef, kind: PodEventKind, pod: Obj | None = None) -> None:
         event = PodEvent(
             uid=ref.uid,
+            name=ref.name,
             kind=kind,
             phase=(pod or {}).get("status", {}).get("phase", "") if pod else "",
             node_name=pods.node_name(pod) if pod else "",
         )
-        self._spawn(self._signal(workload_workflow_id(ref.namespace, ref.uid), event))
+        self._spawn(self._signal(workflow_id, event))
 
     async def _signal(self, workflow_id: str, event: PodEvent) -> None:
         async with self._sem:
@@ -185,23 +266,39 @@ class PodWatcher:
                     logger.warning("pod_event to %s failed (%s)", workflow_id, err.status)
                     await asyncio.sleep(0.2 * 2**attempt)
 
-    async def _start(self, pod: Obj, ref: PodRef) -> None:
-        kind, name = owner_kind(pod)
-        workflow_id = workload_workflow_id(ref.namespace, ref.uid)
+    async def _start(self, pod: Obj, ref: PodRef, workflow_id: str, group: GroupRef | None) -> None:
+        if group is None:
+            kind, name = owner_kind(pod)
+            size = 1
+        else:
+            info = self.groups[(group.kind, group.namespace, group.name)]
+            kind, name, size = group.kind, group.name, info.min_member
         attributes = TypedSearchAttributes(
             [
                 SearchAttributePair(SearchAttributeKey.for_keyword("SlinkyNamespace"), ref.namespace),
                 SearchAttributePair(SearchAttributeKey.for_keyword("SlinkyWorkloadKind"), kind),
                 SearchAttributePair(SearchAttributeKey.for_keyword("SlinkyWorkloadName"), name),
                 SearchAttributePair(SearchAttributeKey.for_keyword("SlinkyPhase"), "Submitting"),
+                SearchAttributePair(SearchAttributeKey.for_int("SlinkyGroupSize"), size),
             ]
         )
         inp = WorkloadInput(
             pod=ref,
+            group=group,
+            min_member=size,
             kind=kind,
             workload_name=name,
             defaults=self.defaults,
             safety_recheck_seconds=self.safety_recheck_seconds,
+        )
+        # A gang member joins with signal-with-start; a single pod starts eagerly on this worker.
+        extra: dict[str, Any] = (
+            {
+                "start_signal": "pod_event",
+                "start_signal_args": [PodEvent(uid=ref.uid, name=ref.name, kind=PodEventKind.ADDED)],
+            }
+            if group is not None
+            else {"id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING, "request_eager_start": True}
         )
         async with self._sem:
             for attempt in range(5):
@@ -211,16 +308,17 @@ class PodWatcher:
                         inp,
                         id=workflow_id,
                         task_queue=self.task_queue,
-                        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                        # A finished lifecycle may start again for a pod still pending (e.g. after a
+                        # terminate, or a gang whose members all left and came back).
+                        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                         search_attributes=attributes,
-                        request_eager_start=True,
+                        **extra,
                     )
                     self.started += 1
                     telemetry.WORKFLOWS_STARTED.inc()
                     return
                 except WorkflowAlreadyStartedError:
-                    return  # it ran to completion before: this pod's lifecycle is over
+                    return
                 except RPCError as err:
                     logger.warning("start %s failed (%s), attempt %d", workflow_id, err.status, attempt + 1)
                     await asyncio.sleep(0.2 * 2**attempt)

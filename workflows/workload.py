@@ -1,22 +1,29 @@
-"""``WorkloadWorkflow``: one durable lifecycle per Kubernetes workload (here: one pod, one Slurm job).
+"""``WorkloadWorkflow``: one durable lifecycle per Kubernetes workload: a pod, or a gang of pods, and ONE Slurm job.
 
-Steps: translate → submit the EXTERNAL_JOB → label the pod → wait for the allocation → bind → wait for
-the end → clean up (cancel the job only once the pod really stopped; remove the finalizer last).
+Steps: gather the members (a gang waits for ``min_member``) → translate → submit the EXTERNAL_JOB → label the
+members → wait for the allocation → bind one member per allocated node → wait for the end → clean up (cancel
+the job only once every member really stopped; remove the finalizers last).
 
-The workflow never polls Slurm or Kubernetes on its own: the worker's pod watcher and its single
-incremental Slurm poll deliver ``pod_event`` and ``job_event`` signals. A slow durable re-check
-(``safety_recheck_seconds``) covers a missed event. Short calls are local activities (markers, not
-separate tasks) because every history event costs throughput on a single-shard server.
+The workflow never polls Slurm or Kubernetes on its own: the worker's pod watcher and its single incremental
+Slurm poll deliver ``pod_event`` and ``job_event`` signals. A slow durable re-check (``safety_recheck_seconds``)
+covers a missed event. Short calls are local activities (markers, not separate tasks) because every history
+event costs throughput on a single-shard server; each verb takes the whole member list.
 
-Operator actions: ``temporal workflow cancel`` tears the workload down (pod deleted, job cancelled,
-finalizer removed); the ``recheck`` signal re-reads Slurm and the pod at once (re-drives a stuck step);
-the ``why_pending`` query says where it stands. Activities are referenced by name, so this module
-imports no I/O code at all.
+Gang policy: a member lost before the job starts cancels the job; the gang gathers again and resubmits. After
+the start, the gang lives and dies together: when every member finished the job is cancelled; when one member
+fails or is deleted, the others are deleted and the gang is Failed; when the job ends first, every member is
+deleted.
+
+Operator actions: ``temporal workflow cancel`` tears the workload down (pods deleted, job cancelled, finalizers
+removed); the ``recheck`` signal re-reads Slurm and the pods at once (re-drives a stuck step); the
+``why_pending`` query says where it stands. Activities are referenced by name, so this module imports no I/O
+code at all.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -24,22 +31,28 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
 with workflow.unsafe.imports_passed_through():
+    from slinky.grouping import KIND_PODGROUP
     from slinky.models.jobspec import SlurmJobSpec
     from slinky.models.workload import (
-        BindPodInput,
-        BindPodResult,
+        BindPodsInput,
+        BindPodsResult,
         BuildSpecInput,
         BuildSpecResult,
-        DeletePodInput,
+        DeletePodsInput,
         EventInput,
+        GroupPhaseInput,
         JobEvent,
         JobRef,
-        LabelPodInput,
+        LabelPodsInput,
         Phase,
+        PodBinding,
         PodConditionInput,
         PodEvent,
         PodEventKind,
-        PodStateResult,
+        PodRef,
+        PodsInput,
+        PodsResult,
+        PodStatesResult,
         SubmitInput,
         SubmitResult,
         UpdateJobInput,
@@ -79,16 +92,47 @@ REASON_CLEANED = "SlurmJobCleanedUp"
 REASON_JOB_ENDED = "SlurmJobEnded"
 REASON_DEPRECATED = "DeprecatedAnnotation"
 REASON_UPDATE_FAILED = "SlurmJobUpdateFailed"
+REASON_GANG_INCOMPLETE = "GangIncomplete"
+REASON_GANG_MEMBER_LOST = "GangMemberLost"
+
+# PodGroup status phases (scheduler-plugins coscheduling).
+GROUP_SCHEDULING, GROUP_RUNNING, GROUP_FINISHED, GROUP_FAILED = "Scheduling", "Running", "Finished", "Failed"
 
 
 class Ended(Exception):
     """Internal: the lifecycle reached its end; carries the summary."""
 
 
+class MemberLost(Exception):
+    """Internal: a gang member left before the job started; cancel and gather again."""
+
+
+@dataclass
+class Member:
+    ref: PodRef
+    terminal: bool = False
+    failed: bool = False
+    deleting: bool = False
+    gone: bool = False
+    changed: bool = False
+    in_job: bool = False
+    """Labelled with the current job: its allocation waits for this member."""
+    node: str = ""
+
+    @property
+    def live(self) -> bool:
+        return not (self.terminal or self.deleting or self.gone)
+
+    @property
+    def stopped(self) -> bool:
+        return self.gone or self.terminal
+
+
 @workflow.defn(name="WorkloadWorkflow")
 class WorkloadWorkflow:
     def __init__(self) -> None:
         self.inp: WorkloadInput | None = None
+        self.members: dict[str, Member] = {}
         self.phase = Phase.SUBMITTING
         self.step = "start"
         self.job_id: int | None = None
@@ -99,26 +143,30 @@ class WorkloadWorkflow:
         self.message = ""
         self.submit_attempts = 0
         self.rechecks = 0
-        self.pod_terminal = False
-        self.pod_deleting = False
-        self.pod_gone = False
-        self.pod_changed = False
         self.recheck_requested = False
         self.dirty = False
 
     # ------------------------------------------------------------------------------------ messages
     @workflow.signal
     def pod_event(self, event: PodEvent) -> None:
-        if self.inp is not None and event.uid != self.inp.pod.uid:
-            return
+        member = self.members.get(event.uid)
+        if member is None:
+            # Only a gang takes new members; a single-pod workload ignores other pods' events.
+            if event.kind != PodEventKind.ADDED or self.inp is None or self.inp.group is None:
+                return
+            if self.job_id is not None:
+                return  # the job is sized already; a late pod joins only a resubmission (docs/bridge.md)
+            namespace = self.inp.pod.namespace
+            member = self.members[event.uid] = Member(PodRef(namespace=namespace, name=event.name, uid=event.uid))
         if event.kind == PodEventKind.TERMINAL:
-            self.pod_terminal = True
+            member.terminal = True
+            member.failed |= event.phase == "Failed"
         elif event.kind == PodEventKind.DELETING:
-            self.pod_deleting = True
+            member.deleting = True
         elif event.kind == PodEventKind.GONE:
-            self.pod_gone = True
+            member.gone = True
         elif event.kind == PodEventKind.CHANGED:
-            self.pod_changed = True
+            member.changed = True
         self.dirty = True
 
     @workflow.signal
@@ -131,13 +179,14 @@ class WorkloadWorkflow:
 
     @workflow.signal
     def recheck(self) -> None:
-        """Operator action: re-read Slurm and the pod now instead of at the next safety re-check."""
+        """Operator action: re-read Slurm and the pods now instead of at the next safety re-check."""
         self.recheck_requested = True
         self.dirty = True
 
     @workflow.query
     def why_pending(self) -> WhyPending:
         job = self.job
+        need = self.inp.min_member if self.inp else 1
         return WhyPending(
             phase=self.phase,
             step=self.step,
@@ -147,8 +196,29 @@ class WorkloadWorkflow:
             message=self.message,
             submit_attempts=self.submit_attempts,
             rechecks=self.rechecks,
-            pods=[self.inp.pod.key] if self.inp else [],
+            pods=sorted(m.ref.key for m in self.members.values()),
+            min_member=need,
+            missing_members=max(0, need - len(self._live())) if self.job_id is None else 0,
         )
+
+    # ------------------------------------------------------------------------------------ members
+    def _live(self) -> list[Member]:
+        return [m for m in self.members.values() if m.live]
+
+    def _refs(self, members: list[Member] | None = None) -> list[PodRef]:
+        return [m.ref for m in (self.members.values() if members is None else members)]
+
+    def _any_changed(self) -> bool:
+        return any(m.changed for m in self.members.values())
+
+    def _clear_changed(self) -> None:
+        for m in self.members.values():
+            m.changed = False
+
+    def _mark_gone(self, uids: list[str]) -> None:
+        for uid in uids:
+            if uid in self.members:
+                self.members[uid].gone = True
 
     # ------------------------------------------------------------------------------------ plumbing
     async def _call(self, name: str, arg: Any, result_type: type[T], policy: Any = retry.KUBE) -> T:
@@ -164,29 +234,34 @@ class WorkloadWorkflow:
     async def _do(self, name: str, arg: Any, policy: Any = retry.KUBE) -> None:
         await workflow.execute_local_activity(name, arg, start_to_close_timeout=retry.CALL_TIMEOUT, retry_policy=policy)
 
-    async def _event(self, reason: str, message: str, type_: str = "Normal") -> None:
-        assert self.inp is not None
-        await self._do(
-            "record_event",
-            EventInput(pod=self.inp.pod, reason=reason, message=message, type=type_),
-            retry.BEST_EFFORT,
-        )
+    async def _event(
+        self, reason: str, message: str, type_: str = "Normal", members: list[Member] | None = None
+    ) -> None:
+        refs = self._refs(members if members is not None else self._live() or list(self.members.values()))
+        if refs:
+            await self._do(
+                "record_event", EventInput(pods=refs, reason=reason, message=message, type=type_), retry.BEST_EFFORT
+            )
 
     async def _condition(self, reason: str, message: str) -> None:
-        assert self.inp is not None
         self.message = message
-        await self._do(
-            "set_pod_condition",
-            PodConditionInput(pod=self.inp.pod, reason=reason, message=message),
-            retry.BEST_EFFORT,
-        )
+        refs = self._refs(self._live())
+        if refs:
+            await self._do(
+                "set_pod_condition", PodConditionInput(pods=refs, reason=reason, message=message), retry.BEST_EFFORT
+            )
 
     def _set_phase(self, phase: Phase, *extra: SearchAttributeUpdate[Any]) -> None:
         self.phase = phase
         workflow.upsert_search_attributes([SA_PHASE.value_set(phase.value), *extra])
 
+    async def _group_phase(self, phase: str) -> None:
+        assert self.inp is not None
+        if self.inp.group is not None and self.inp.group.kind == KIND_PODGROUP:
+            await self._do("set_group_phase", GroupPhaseInput(group=self.inp.group, phase=phase), retry.BEST_EFFORT)
+
     async def _wait(self, limit: timedelta | None = None) -> None:
-        """Wait for a signal, or re-check Slurm and the pod after ``safety_recheck_seconds`` (or ``limit``)."""
+        """Wait for a signal, or re-check Slurm and the pods after ``safety_recheck_seconds`` (or ``limit``)."""
         assert self.inp is not None
         timeout = timedelta(seconds=self.inp.safety_recheck_seconds)
         if limit is not None:
@@ -194,19 +269,22 @@ class WorkloadWorkflow:
         try:
             await workflow.wait_condition(lambda: self.dirty, timeout=timeout)
         except TimeoutError:
-            self.recheck_requested = True
+            if limit is None or limit >= timedelta(seconds=self.inp.safety_recheck_seconds):
+                self.recheck_requested = True
         self.dirty = False
         if self.recheck_requested:
             self.recheck_requested = False
             await self._recheck()
 
     async def _recheck(self) -> None:
-        assert self.inp is not None
         self.rechecks += 1
-        state = await self._call("get_pod_state", self.inp.pod, PodStateResult)
-        self.pod_gone |= state.gone
-        self.pod_deleting |= state.deleting
-        self.pod_terminal |= state.phase in ("Succeeded", "Failed")
+        states = await self._call("get_pod_states", PodsInput(pods=self._refs()), PodStatesResult)
+        for uid, state in states.states.items():
+            member = self.members[uid]
+            member.gone |= state.gone
+            member.deleting |= state.deleting
+            member.terminal |= state.phase in ("Succeeded", "Failed")
+            member.failed |= state.phase == "Failed"
         if self.job_id is not None:
             wid = workflow.info().workflow_id
             self.job = await self._call("get_job", JobRef(job_id=self.job_id, workflow_id=wid), JobEvent, retry.SLURM)
@@ -214,10 +292,14 @@ class WorkloadWorkflow:
     def _job_ended(self) -> bool:
         return self.job is not None and self.job.state in ENDED_STATES
 
+    def _job_running(self) -> bool:
+        return self.job is not None and self.job.state == "RUNNING" and bool(self.job.nodes)
+
     # ------------------------------------------------------------------------------------ lifecycle
     @workflow.run
     async def run(self, inp: WorkloadInput) -> str:
         self.inp = inp
+        self.members.setdefault(inp.pod.uid, Member(inp.pod))
         try:
             return await self._lifecycle()
         except Ended as end:
@@ -229,21 +311,51 @@ class WorkloadWorkflow:
             raise
 
     async def _lifecycle(self) -> str:
-        await self._submit()
-        await self._await_allocation()
+        while True:
+            await self._gather()
+            await self._submit()
+            try:
+                await self._await_allocation()
+                break
+            except MemberLost:
+                await self._release_for_resubmit()
         await self._bind()
-        await self._await_end()
-        return await self._cleanup("the workload ended")
+        return await self._await_end()
+
+    async def _gather(self) -> None:
+        """A gang waits for ``min_member`` live members (a Warning Event once the gang timeout passes)."""
+        assert self.inp is not None
+        need = self.inp.min_member
+        if len(self._live()) >= need:
+            return
+        self.step = "wait_members"
+        deadline = workflow.now() + timedelta(seconds=self.inp.gang_timeout_seconds)
+        warned = False
+        while len(self._live()) < need:
+            self.message = f"waiting for {need - len(self._live())} more of {need} members"
+            if not self._live():
+                raise Ended(await self._cleanup("every member left before the gang was complete"))
+            if not warned and workflow.now() >= deadline:
+                warned = True
+                await self._event(
+                    REASON_GANG_INCOMPLETE,
+                    f"{self.inp.kind} {self.inp.workload_name} has {len(self._live())} of {need} members "
+                    f"after {self.inp.gang_timeout_seconds:.0f} s; waiting for the rest",
+                    "Warning",
+                )
+            await self._wait(None if warned else deadline - workflow.now())
 
     async def _translate(self, *, wait_for_fix: bool = True) -> SlurmJobSpec | None:
-        """The pod's job spec, or None (pod gone, or invalid: reported, then waited on if ``wait_for_fix``)."""
+        """The job spec, or None (members gone, or invalid: reported, then waited on if ``wait_for_fix``)."""
         assert self.inp is not None
         self.step = "translate"
         res = await self._call(
-            "build_job_spec", BuildSpecInput(pod=self.inp.pod, defaults=self.inp.defaults), BuildSpecResult
+            "build_job_spec",
+            BuildSpecInput(pods=self._refs(self._live()), group=self.inp.group, defaults=self.inp.defaults),
+            BuildSpecResult,
         )
-        if res.pod_gone:
-            self.pod_gone = True
+        self._mark_gone(res.gone)
+        if res.spec is None and not res.error_reason:
             return None
         for warning in res.warnings:
             await self._event(REASON_DEPRECATED, warning, "Warning")
@@ -261,14 +373,14 @@ class WorkloadWorkflow:
         await self._condition(reason, message)
 
     async def _invalid(self, reason: str, message: str) -> None:
-        """Report the problem, then wait for a fix or the pod's end."""
+        """Report the problem, then wait for a fix or the members' end."""
         self.phase = Phase.INVALID
         await self._report_invalid(reason, message)
         self.step = "wait_for_fix"
-        # pod_changed is NOT reset here: a fix that arrived while translating or reporting must count.
+        # `changed` is NOT reset here: a fix that arrived while translating or reporting must count.
         rechecks = self.rechecks
-        # A fix is a change of the pod, or of the cluster (nodes, partitions): retry at each re-check.
-        while not (self.pod_changed or self.pod_gone or self.pod_deleting or self.pod_terminal):
+        # A fix is a change of a pod, or of the cluster (nodes, partitions): retry at each re-check.
+        while not self._any_changed() and self._live():
             await self._wait()
             if self.rechecks != rechecks:
                 break
@@ -277,9 +389,12 @@ class WorkloadWorkflow:
         assert self.inp is not None
         wid = workflow.info().workflow_id
         while self.job_id is None:
-            if self.pod_gone or self.pod_deleting or self.pod_terminal:
-                raise Ended("the pod ended before a Slurm job was submitted")
-            self.pod_changed = False
+            if not self._live():
+                raise Ended(await self._cleanup("the pods ended before a Slurm job was submitted"))
+            if len(self._live()) < self.inp.min_member:
+                await self._gather()
+                continue
+            self._clear_changed()
             spec = await self._translate()
             if spec is None:
                 continue
@@ -297,25 +412,39 @@ class WorkloadWorkflow:
         partition = (self.spec.partition if self.spec else None) or self.inp.defaults.partition
         self._set_phase(Phase.PENDING, SA_JOB_ID.value_set(self.job_id), SA_PARTITION.value_set(partition))
         self.step = "label"
-        labeled = await self._call("label_pod", LabelPodInput(pod=self.inp.pod, job_id=self.job_id), bool)
-        if not labeled:
-            self.pod_gone = True
-            await self._cleanup("the pod was deleted before it was labelled")
-            raise Ended("pod gone after submit")
+        assert self.spec is not None
+        submitted = [m for m in self._live() if m.ref.key in self.spec.pods]
+        labelled = await self._call(
+            "label_pods", LabelPodsInput(pods=self._refs(submitted), job_id=self.job_id), PodsResult
+        )
+        self._mark_gone(labelled.gone)
+        for uid in labelled.done:
+            self.members[uid].in_job = True
         await self._event(REASON_SUBMITTED, f"Submitted Slurm job {self.job_id}")
+        await self._group_phase(GROUP_SCHEDULING)
+
+    def _in_job(self) -> list[Member]:
+        return [m for m in self.members.values() if m.in_job]
+
+    def _gang_broken(self) -> bool:
+        """A member of the submitted job left (deleted, finished) before the job started."""
+        assert self.spec is not None
+        return len(self._in_job()) < len(self.spec.pods) or any(not m.live for m in self._in_job())
 
     async def _await_allocation(self) -> None:
         assert self.inp is not None
         self.step = "wait_allocation"
         while True:
-            if self.pod_gone or self.pod_deleting or self.pod_terminal:
-                raise Ended(await self._cleanup("the pod ended while its job was pending"))
+            if not self._live():
+                raise Ended(await self._cleanup("the pods ended while their job was pending"))
             if self._job_ended():
                 raise Ended(await self._end_by_job())
-            if self.job is not None and self.job.state == "RUNNING" and self.job.nodes:
+            if self._gang_broken():
+                raise MemberLost()
+            if self._job_running():
                 return
-            if self.pod_changed:
-                self.pod_changed = False
+            if self._any_changed():
+                self._clear_changed()
                 await self._apply_pod_change()
                 continue
             if self.job is not None and self.job.state == "PENDING" and self.job.reason not in QUIET_REASONS:
@@ -324,8 +453,29 @@ class WorkloadWorkflow:
                     await self._condition("Unschedulable", f"Slurm job {self.job_id} is pending: {self.job.reason}")
             await self._wait()
 
+    async def _release_for_resubmit(self) -> None:
+        """A gang member left while pending: cancel the job (nothing runs yet) and gather again."""
+        assert self.job_id is not None
+        lost = [m.ref.key for m in self.members.values() if not m.live]
+        await self._event(
+            REASON_GANG_MEMBER_LOST,
+            f"gang member(s) {', '.join(sorted(lost))} left before Slurm job {self.job_id} started; resubmitting",
+            "Warning",
+        )
+        await self._do("cancel_job", JobRef(job_id=self.job_id), retry.SLURM)
+        # The departed members' finalizers go now; the rest keep theirs for the next job.
+        await self._do(
+            "remove_finalizers", PodsInput(pods=self._refs([m for m in self.members.values() if not m.live]))
+        )
+        for m in self.members.values():
+            m.in_job = False
+        self.job_id = None
+        self.job = None
+        self.spec = None
+        self.reason_shown = ""
+
     async def _apply_pod_change(self) -> None:
-        """Annotations changed on the pending pod: re-translate and update the pending job.
+        """Annotations changed on a pending member: re-translate and update the pending job.
 
         A bad edit is reported but does not block: the job already queued in Slurm keeps its place, and
         its allocation is still bound when it comes.
@@ -345,69 +495,102 @@ class WorkloadWorkflow:
             )
 
     async def _bind(self) -> None:
-        assert self.inp is not None and self.job is not None and self.job_id is not None
+        assert self.job is not None and self.job_id is not None and self.spec is not None
         self.step = "bind"
         self._set_phase(Phase.BINDING)
-        res = await self._call(
-            "bind_pod",
-            BindPodInput(pod=self.inp.pod, slurm_node=self.job.nodes[0], job_id=self.job_id),
-            BindPodResult,
-        )
-        if res.pod_gone:
-            self.pod_gone = True
-            raise Ended(await self._cleanup("the pod ended before it was bound"))
-        self.message = f"bound to {res.node} by Slurm job {self.job_id}"
+        members = sorted((m for m in self._in_job() if m.live), key=lambda m: m.ref.name)
+        bindings = [PodBinding(pod=m.ref, slurm_node=n) for m, n in zip(members, self.job.nodes, strict=False)]
+        res = await self._call("bind_pods", BindPodsInput(bindings=bindings, job_id=self.job_id), BindPodsResult)
+        self._mark_gone(res.gone)
+        for uid, node in res.nodes.items():
+            self.members[uid].node = node
+        nodes = sorted(set(res.nodes.values()))
+        self.message = f"bound to {', '.join(nodes)} by Slurm job {self.job_id}"
         self._set_phase(Phase.RUNNING)
-        await self._event(
-            REASON_BOUND, f"Successfully assigned {self.inp.pod.key} to {res.node} (Slurm job {self.job_id})"
-        )
+        for m in members:
+            if m.node:
+                await self._event(
+                    REASON_BOUND,
+                    f"Successfully assigned {m.ref.key} to {m.node} (Slurm job {self.job_id})",
+                    members=[m],
+                )
+        await self._group_phase(GROUP_RUNNING)
 
-    async def _await_end(self) -> None:
+    async def _await_end(self) -> str:
+        """Run until the gang ends: all finished, one failed or deleted, or the job ended."""
         self.step = "running"
-        while not (self.pod_gone or self.pod_terminal or self.pod_deleting or self._job_ended()):
+        bound = [m for m in self.members.values() if m.node]
+        while True:
+            if not bound:
+                return await self._cleanup("no member was left to bind")
+            if all(m.terminal and not m.failed for m in bound):
+                await self._group_phase(GROUP_FINISHED)
+                return await self._cleanup("the workload ended")
+            broken = [m for m in bound if m.failed or (not m.terminal and (m.deleting or m.gone))]
+            if broken:
+                return await self._end_by_member(broken)
+            if self._job_ended():
+                raise Ended(await self._end_by_job())
             await self._wait()
-        if self._job_ended() and not (self.pod_gone or self.pod_terminal):
-            raise Ended(await self._end_by_job())
+
+    async def _end_by_member(self, broken: list[Member]) -> str:
+        """A member failed or was deleted: the gang is over; delete the others, then clean up."""
+        others = [m for m in self.members.values() if m.node and not m.stopped and m not in broken]
+        why = f"member {broken[0].ref.key} {'failed' if broken[0].failed else 'was deleted'}"
+        if others:
+            self.step = "delete_pods"
+            await self._event(REASON_GANG_MEMBER_LOST, f"{why}; deleting the rest of the gang", "Warning", others)
+            await self._do("delete_pods", DeletePodsInput(pods=self._refs(others)))
+        failed = any(m.failed for m in broken) or bool(others)
+        await self._group_phase(GROUP_FAILED if failed else GROUP_FINISHED)
+        return await self._cleanup(why if len(self.members) > 1 else "the workload ended")
 
     async def _end_by_job(self) -> str:
-        """The Slurm job ended first (cancelled, preempted, timed out, vanished): delete the pod."""
-        assert self.inp is not None and self.job is not None
+        """The Slurm job ended first (cancelled, preempted, timed out, vanished): delete the pods."""
+        assert self.job is not None
         state = self.job.state
-        self.step = "delete_pod"
-        await self._event(REASON_JOB_ENDED, f"Slurm job {self.job_id} is {state}; deleting the pod", "Warning")
-        await self._do("delete_pod", DeletePodInput(pod=self.inp.pod))
+        self.step = "delete_pods"
+        alive = [m for m in self._in_job() if not m.stopped]
+        await self._event(REASON_JOB_ENDED, f"Slurm job {self.job_id} is {state}; deleting the pod", "Warning", alive)
+        if alive:
+            await self._do("delete_pods", DeletePodsInput(pods=self._refs(alive)))
+        await self._group_phase(GROUP_FAILED)
         return await self._cleanup(f"the Slurm job ended ({state})", cancel=False)
 
     async def _await_gone(self) -> None:
-        """Wait until the pod really stopped (deleted, terminal, or its node confirmed), bounded."""
+        """Wait until every member really stopped (deleted, terminal, or its node confirmed), bounded."""
         assert self.inp is not None
         self.step = "wait_pod_gone"
         deadline = workflow.now() + timedelta(seconds=self.inp.gone_timeout_seconds)
-        while not (self.pod_gone or self.pod_terminal):
-            if workflow.now() >= deadline:
-                workflow.logger.warning("pod %s did not stop in time; cancelling its job anyway", self.inp.pod.key)
+        while not all(m.stopped or (m.deleting and not m.node) for m in self._in_job()):
+            remaining = deadline - workflow.now()
+            if remaining <= timedelta(0):
+                await self._recheck()  # one last look before giving up on the pods
+                if not all(m.stopped for m in self._in_job()):
+                    workflow.logger.warning("pods did not stop in time; cancelling their job anyway")
                 return
-            await self._wait(deadline - workflow.now())
+            await self._wait(remaining)
 
     async def _cleanup(self, why: str, *, cancel: bool = True) -> str:
-        """Cancel the job once the pod really stopped, then remove the finalizer (always last)."""
-        assert self.inp is not None
+        """Cancel the job once every member really stopped, then remove the finalizers (always last)."""
         self.phase = Phase.CLEANING_UP
         await self._await_gone()
         if cancel and self.job_id is not None and not self._job_ended():
             self.step = "cancel_job"
             await self._do("cancel_job", JobRef(job_id=self.job_id), retry.SLURM)
         self.step = "remove_finalizer"
-        await self._do("remove_finalizer", self.inp.pod)
+        await self._do("remove_finalizers", PodsInput(pods=self._refs()))
         if self.job_id is not None:
-            await self._event(REASON_CLEANED, f"Slurm job {self.job_id} cleaned up: {why}")
+            await self._event(
+                REASON_CLEANED, f"Slurm job {self.job_id} cleaned up: {why}", members=list(self.members.values())
+            )
         self._set_phase(Phase.FINISHED)
         self.step = "done"
         return why
 
     async def _teardown(self, why: str) -> None:
-        """Operator cancel: delete the pod, wait for it to stop, cancel the job, remove the finalizer."""
-        assert self.inp is not None
-        if not (self.pod_gone or self.pod_terminal):
-            await self._do("delete_pod", DeletePodInput(pod=self.inp.pod))
+        """Operator cancel: delete the pods, wait for them to stop, cancel the job, remove the finalizers."""
+        alive = [m for m in self.members.values() if not m.stopped]
+        if alive:
+            await self._do("delete_pods", DeletePodsInput(pods=self._refs(alive)))
         await self._cleanup(why)

@@ -11,6 +11,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from slinky.grouping import GroupRef
 from slinky.models.jobspec import SlurmJobSpec, TranslateDefaults
 
 WORKFLOW_ID_PREFIX: Final = "workload"
@@ -70,8 +71,15 @@ class WorkloadInput(_Msg):
     """Start input of ``WorkloadWorkflow``; everything a decision needs is copied here at start."""
 
     pod: PodRef
+    """The pod whose appearance started the lifecycle (the only member of a single-pod workload)."""
+    group: GroupRef | None = None
+    """The gang (PodGroup, LeaderWorkerSet group) whose members arrive as ``pod_event`` ADDED signals."""
+    min_member: int = 1
+    """Members needed before the gang's one Slurm job is submitted."""
+    gang_timeout_seconds: float = 300.0
+    """After this long with too few members, a Warning Event says so (the gang keeps waiting)."""
     kind: str = "Pod"
-    """Top-level owner kind (Pod, Job, JobSet): for search attributes and docs only."""
+    """Top-level owner kind (Pod, Job, JobSet, PodGroup, LeaderWorkerSet): for search attributes and docs."""
     workload_name: str = ""
     defaults: TranslateDefaults = Field(default_factory=TranslateDefaults)
     safety_recheck_seconds: float = 300.0
@@ -81,6 +89,8 @@ class WorkloadInput(_Msg):
 
 
 class PodEventKind(StrEnum):
+    ADDED = "added"
+    """A new member of a gang (the pod watcher saw it unbound)."""
     CHANGED = "changed"
     """The spec or annotations changed while unbound (re-translate, update the pending job)."""
     TERMINAL = "terminal"
@@ -96,6 +106,7 @@ class PodEvent(_Msg):
 
     uid: str
     kind: PodEventKind
+    name: str = ""
     phase: str = ""
     node_name: str = ""
 
@@ -123,20 +134,24 @@ class WhyPending(_Msg):
     submit_attempts: int = 0
     rechecks: int = 0
     pods: list[str] = Field(default_factory=list)
+    min_member: int = 1
+    missing_members: int = 0
+    """Gangs: members still to come before the job is submitted."""
 
 
 # ------------------------------------------------------------------------------------------ activities
 class BuildSpecInput(_Msg):
-    pod: PodRef
+    pods: list[PodRef]
+    group: GroupRef | None = None
     defaults: TranslateDefaults
 
 
 class BuildSpecResult(_Msg):
-    """A spec, or why there is none: the pod is gone, or the translation failed (message for users)."""
+    """A spec, or why there is none: members gone, or the translation failed (message for users)."""
 
     spec: SlurmJobSpec | None = None
-    pod_gone: bool = False
-    pod_bound_to: str = ""
+    gone: list[str] = Field(default_factory=list)
+    """UIDs of members that no longer run (deleted, terminal, or bound elsewhere)."""
     error_reason: str = ""
     error_message: str = ""
     warnings: list[str] = Field(default_factory=list)
@@ -175,38 +190,54 @@ class UpdateJobResult(_Msg):
     error_message: str = ""
 
 
-class LabelPodInput(_Msg):
-    pod: PodRef
+class PodsInput(_Msg):
+    pods: list[PodRef]
+
+
+class LabelPodsInput(_Msg):
+    pods: list[PodRef]
     job_id: int
 
 
-class BindPodInput(_Msg):
+class PodsResult(_Msg):
+    """Per-member outcome of a verb applied to every member."""
+
+    done: list[str] = Field(default_factory=list)
+    gone: list[str] = Field(default_factory=list)
+
+
+class PodBinding(_Msg):
     pod: PodRef
     slurm_node: str
+
+
+class BindPodsInput(_Msg):
+    bindings: list[PodBinding]
     job_id: int
 
 
-class BindPodResult(_Msg):
-    node: str = ""
-    pod_gone: bool = False
+class BindPodsResult(_Msg):
+    nodes: dict[str, str] = Field(default_factory=dict)
+    """uid -> Kubernetes node."""
+    gone: list[str] = Field(default_factory=list)
 
 
 class PodConditionInput(_Msg):
-    pod: PodRef
+    pods: list[PodRef]
     reason: str
     """PodScheduled reason: Unschedulable (pending in Slurm) or SlurmJobInvalid / SlurmJobRejected."""
     message: str
 
 
 class EventInput(_Msg):
-    pod: PodRef
+    pods: list[PodRef]
     reason: str
     message: str
     type: str = "Normal"
 
 
-class DeletePodInput(_Msg):
-    pod: PodRef
+class DeletePodsInput(_Msg):
+    pods: list[PodRef]
     grace_seconds: int | None = None
 
 
@@ -217,3 +248,14 @@ class PodStateResult(_Msg):
     deleting: bool = False
     gone: bool = False
     """Deleted, or no longer running anywhere (terminal, unbound and deleting, or containers stopped)."""
+
+
+class PodStatesResult(_Msg):
+    states: dict[str, PodStateResult] = Field(default_factory=dict)
+    """uid -> state."""
+
+
+class GroupPhaseInput(_Msg):
+    group: GroupRef
+    phase: str
+    """PodGroup status phase: Scheduling, Running, Finished, Failed."""
