@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slinky import wellknown
+from slinky.dev import webhook as dev_webhook
 from slinky.dev.procs import ProcessTable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -852,6 +853,7 @@ COMPONENTS = (
     "slurmctld",
     "slurmrestd",
     "temporal",
+    "webhook",
     "bridge-worker",
 )
 
@@ -868,6 +870,8 @@ def up(*, nodes: int = 4, slurmd: int = 0, workers: bool = True) -> int:
         start_node_agent(procs, nodes)
         start_slurm(procs, nodes)
         start_temporal(procs)
+        dev_webhook.up(procs, STATE, _kube_dir() / "kubeconfig")
+        log(f"admission webhook up on 127.0.0.1:{dev_webhook.PORT}, registered as pods.slinky.slurm.net")
         if workers:
             start_workers(procs)
         if slurmd:
@@ -889,6 +893,7 @@ def status(*, quiet: bool = False) -> int:
         "kube-apiserver": _apiserver_ready,
         "slurmrestd": _rest_ready,
         "temporal": _temporal_ready,
+        "webhook": lambda: dev_webhook.healthy(STATE / "webhook" / "ca.crt"),
     }
     healthy = True
     for name in COMPONENTS:
