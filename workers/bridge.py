@@ -29,6 +29,7 @@ from slinky.models.jobspec import TranslateDefaults
 from slinky.telemetry import configure_logging
 from workers.gc import GarbageCollector
 from workers.node_cache import NodeCache
+from workers.node_sync import NodeSyncer
 from workers.pod_watcher import PodWatcher
 from workers.slurm_router import SlurmJobRouter
 from workflows.workload import WorkloadWorkflow
@@ -85,6 +86,7 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
         asyncio.create_task(nodes.run(), name="node-cache"),
         asyncio.create_task(router.run(), name="slurm-router"),
         asyncio.create_task(gc.run(), name="gc"),
+        asyncio.create_task(NodeSyncer.from_settings(kube, slurm, settings).run(), name="node-sync"),
     ]
     try:
         await asyncio.wait_for(nodes.synced.wait(), timeout=30)
