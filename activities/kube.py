@@ -183,13 +183,13 @@ class KubeActivities:
     @activity.defn(name="label_pods")
     async def label_pods(self, data: LabelPodsInput) -> PodsResult:
         """Put the job id label and the finalizer on every member; members found gone are reported."""
-        results = await asyncio.gather(*(self._label(ref, data.job_id) for ref in data.pods))
+        results = await asyncio.gather(*(self._label(ref, data.job_id, data.workflow_id) for ref in data.pods))
         return PodsResult(
             done=[r.uid for r, ok in zip(data.pods, results, strict=True) if ok],
             gone=[r.uid for r, ok in zip(data.pods, results, strict=True) if not ok],
         )
 
-    async def _label(self, ref: PodRef, job_id: int) -> bool:
+    async def _label(self, ref: PodRef, job_id: int, workflow_id: str) -> bool:
         pod = await self._get_pod(ref)
         if pod is None:
             return False
@@ -206,6 +206,7 @@ class KubeActivities:
                 "uid": ref.uid,
                 "resourceVersion": pod["metadata"]["resourceVersion"],
                 "labels": {wellknown.LABEL_SLURM_JOB_ID: str(job_id)},
+                "annotations": {wellknown.ANNOTATION_WORKFLOW_ID: workflow_id} if workflow_id else {},
                 "finalizers": finalizers,
             }
         }

@@ -77,6 +77,10 @@ MSG_NODE_ANNOTATION_CHANGED: Final = (
     f"{_annotation(wellknown.ANNOTATION_SLURM_NODE)}: only the bridge may change it"
     " (it is the node Slurm allocated to the pod)"
 )
+MSG_WORKFLOW_ANNOTATION_CHANGED: Final = (
+    f"{_annotation(wellknown.ANNOTATION_WORKFLOW_ID)}: only the bridge may change it"
+    " (it names the Temporal workflow that owns the pod's lifecycle)"
+)
 MSG_RESOURCE_CLAIMS: Final = (
     "spec.resourceClaims: dynamic resource claims are not supported by the bridge;"
     " request resources in containers[].resources or the slurmjob.slinky.slurm.net/gres annotation"
@@ -363,6 +367,9 @@ def _reserved_key_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> lis
     key = wellknown.ANNOTATION_SLURM_NODE
     if (new_meta.get("annotations") or {}).get(key) != (old_meta.get("annotations") or {}).get(key):
         denials.append(MSG_NODE_ANNOTATION_CHANGED)
+    key = wellknown.ANNOTATION_WORKFLOW_ID
+    if (new_meta.get("annotations") or {}).get(key) != (old_meta.get("annotations") or {}).get(key):
+        denials.append(MSG_WORKFLOW_ANNOTATION_CHANGED)
     return denials
 
 

@@ -28,6 +28,8 @@ ANNOTATION_SLURM_NODE: Final = PREFIX_SLINKY + "slurm-node"
 """Kubernetes node picked from the Slurm allocation."""
 FINALIZER_SCHEDULER: Final = PREFIX_SCHEDULER + "finalizer"
 """Keeps the job id readable until the Slurm job is cancelled."""
+ANNOTATION_WORKFLOW_ID: Final = PREFIX_SCHEDULER + "workflow-id"
+"""The Temporal workflow that owns the pod's lifecycle (ours; not in upstream): `temporal workflow show -w`."""
 
 LABEL_WEBHOOK: Final = PREFIX_SLINKY + "webhook"
 """On a namespace or a pod: ``ignore`` keeps the admission webhooks away (system namespaces, the bridge's own)."""

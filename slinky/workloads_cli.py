@@ -19,6 +19,7 @@ from urllib.parse import quote
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from slinky import wellknown
 from slinky.clients.errors import KubeNotFound
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.config import Settings
@@ -71,7 +72,10 @@ async def _resolve(client: Client, settings: Settings, namespace: str, name: str
     try:
         async with KubeClient.from_kubeconfig(settings.kube.kubeconfig) as kube:
             pod = await kube.get(pod_path(namespace, name))
-        return [workload_workflow_id(namespace, pod["metadata"]["uid"])]
+        annotations = pod["metadata"].get("annotations") or {}
+        return [
+            annotations.get(wellknown.ANNOTATION_WORKFLOW_ID) or workload_workflow_id(namespace, pod["metadata"]["uid"])
+        ]
     except KubeNotFound:
         pass
     query = f"WorkflowType = '{WORKFLOW_TYPE}' AND SlinkyNamespace = '{namespace}' AND SlinkyWorkloadName = '{name}'"

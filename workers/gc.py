@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from slinky import telemetry, wellknown
+from slinky import pods, telemetry, wellknown
 from slinky.clients.errors import KubeError, KubeNotFound, SlurmError
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.clients.slurm import SlurmApi
@@ -65,12 +66,12 @@ class GarbageCollector:
             live_by_workflow[workflow_id] = job.job_id
             if await self._workflow_running(workflow_id):
                 continue
-            pods = pods_from_admin_comment(job.admin_comment) or []
-            if not any([await self._pod_exists(p) for p in pods]):
+            keys = pods_from_admin_comment(job.admin_comment) or []
+            if not any([await self._pod_exists(p) for p in keys]):
                 logger.info(
                     "cancelling orphan Slurm job %s (pods %s gone, workflow %s closed)",
                     job.job_id,
-                    pods,
+                    keys,
                     workflow_id,
                 )
                 await self.slurm.cancel_job(job.job_id)
@@ -78,26 +79,47 @@ class GarbageCollector:
                 telemetry.GC_ACTIONS.labels("cancel_job").inc()
         listing = await self.kube.get("/api/v1/pods", {"labelSelector": wellknown.LABEL_SLURM_JOB_ID})
         for pod in listing["items"]:
-            meta = pod["metadata"]
-            workflow_id = workload_workflow_id(meta["namespace"], meta["uid"])
-            if workflow_id in live_by_workflow or await self._workflow_running(workflow_id):
-                continue
-            path = pod_path(meta["namespace"], meta["name"])
-            logger.info(
-                "deleting pod %s/%s: its Slurm job is gone and no lifecycle runs",
+            await self._collect_pod(pod, live_by_workflow)
+
+    async def _collect_pod(self, pod: dict[str, Any], live_by_workflow: dict[str, int]) -> None:
+        """A labelled pod whose lifecycle no longer runs (terminated by an operator, lost)."""
+        meta = pod["metadata"]
+        annotations = meta.get("annotations") or {}
+        workflow_id = annotations.get(wellknown.ANNOTATION_WORKFLOW_ID) or workload_workflow_id(
+            meta["namespace"], meta["uid"]
+        )
+        if await self._workflow_running(workflow_id):
+            return
+        path = pod_path(meta["namespace"], meta["name"])
+        job_id = live_by_workflow.get(workflow_id)
+        stopped = pods.is_gone(pod) or pods.is_deleting(pod)
+        if job_id is not None and not stopped:
+            logger.warning(
+                "pod %s/%s runs with Slurm job %s but no lifecycle; leaving both",
                 meta["namespace"],
                 meta["name"],
+                job_id,
             )
-            try:
-                if not meta.get("deletionTimestamp"):
-                    await self.kube.delete(path, uid=meta["uid"])
-                finalizers = [f for f in meta.get("finalizers") or [] if f != wellknown.FINALIZER_SCHEDULER]
-                if finalizers != (meta.get("finalizers") or []):
-                    await self.kube.patch(path, {"metadata": {"uid": meta["uid"], "finalizers": finalizers or None}})
+            return
+        try:
+            if job_id is not None:
+                # The pod stopped (or is being deleted) and nobody will cancel its job: do it now.
+                logger.info("cancelling Slurm job %s of stopped pod %s/%s", job_id, meta["namespace"], meta["name"])
+                await self.slurm.cancel_job(job_id)
+                self.jobs_cancelled += 1
+                telemetry.GC_ACTIONS.labels("cancel_job").inc()
+            elif not meta.get("deletionTimestamp") and not pods.is_terminal(pod):
+                logger.info(
+                    "deleting pod %s/%s: its Slurm job is gone and no lifecycle runs", meta["namespace"], meta["name"]
+                )
+                await self.kube.delete(path, uid=meta["uid"])
                 self.pods_deleted += 1
                 telemetry.GC_ACTIONS.labels("delete_pod").inc()
-            except KubeNotFound:
-                continue
+            finalizers = [f for f in meta.get("finalizers") or [] if f != wellknown.FINALIZER_SCHEDULER]
+            if finalizers != (meta.get("finalizers") or []):
+                await self.kube.patch(path, {"metadata": {"uid": meta["uid"], "finalizers": finalizers or None}})
+        except KubeNotFound:
+            return
 
     async def run(self) -> None:
         while True:

@@ -415,7 +415,7 @@ class WorkloadWorkflow:
         assert self.spec is not None
         submitted = [m for m in self._live() if m.ref.key in self.spec.pods]
         labelled = await self._call(
-            "label_pods", LabelPodsInput(pods=self._refs(submitted), job_id=self.job_id), PodsResult
+            "label_pods", LabelPodsInput(pods=self._refs(submitted), job_id=self.job_id, workflow_id=wid), PodsResult
         )
         self._mark_gone(labelled.gone)
         for uid in labelled.done:

@@ -197,6 +197,8 @@ class PodsInput(_Msg):
 class LabelPodsInput(_Msg):
     pods: list[PodRef]
     job_id: int
+    workflow_id: str = ""
+    """Written to the pods' workflow-id annotation, so tools and GC find the lifecycle of any pod."""
 
 
 class PodsResult(_Msg):

@@ -380,6 +380,20 @@ VALIDATE_CASES = [
         operation="UPDATE",
     ),
     ValidateCase(
+        "update-by-user-changes-workflow-id",
+        _edit(
+            BOUND,
+            lambda p: (
+                p["metadata"]
+                .setdefault("annotations", {})
+                .update({wellknown.ANNOTATION_WORKFLOW_ID: "workload/x/other"})
+            ),
+        ),
+        [admission.MSG_WORKFLOW_ANNOTATION_CHANGED],
+        old=BOUND,
+        operation="UPDATE",
+    ),
+    ValidateCase(
         "update-by-user-removes-both",
         pod(),
         [admission.MSG_JOBID_LABEL_CHANGED, admission.MSG_NODE_ANNOTATION_CHANGED],
@@ -475,6 +489,7 @@ def test_messages_name_the_field_and_say_why() -> None:
         admission.MSG_NODE_ANNOTATION_ON_CREATE,
         admission.MSG_JOBID_LABEL_CHANGED,
         admission.MSG_NODE_ANNOTATION_CHANGED,
+        admission.MSG_WORKFLOW_ANNOTATION_CHANGED,
         admission.MSG_RESOURCE_CLAIMS,
         admission.MSG_TOPOLOGY_SPREAD,
         admission.MSG_RESIZE,
