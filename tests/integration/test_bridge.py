@@ -1,0 +1,869 @@
+"""The bridge end to end on the real stack: pods and Jobs through kube-apiserver, Slurm and Temporal.
+
+Needs the stack (the ``dev_env`` session fixture) with its ``bridge-worker`` process and 4 nodes. Each test
+gets a fresh namespace; Slurm jobs are matched to it by ``admin_comment`` (other engineers' jobs share the
+slurmctld), Slurm's own records are read through the raw slurmrestd API, workflows through the Temporal
+client. The kill tests SIGKILL the bridge worker and restart it exactly as ``slinky dev up`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.kube import KubeActivities
+from slinky import wellknown
+from slinky.admission import CONFIGURATION_NAME
+from slinky.clients.kube import KubeClient
+from slinky.models import workload as models
+from slinky.models.workload import (
+    Phase,
+    PodRef,
+    WhyPending,
+    job_comment_for,
+    workload_workflow_id,
+)
+from tests.builders import make_pod
+
+pytestmark = pytest.mark.integration
+
+SA_JOB_ID = SearchAttributeKey.for_int("SlinkySlurmJobId")
+SA_PHASE = SearchAttributeKey.for_keyword("SlinkyPhase")
+
+REPO = Path(__file__).resolve().parents[2]
+PID_FILE = REPO / ".slinky-dev" / "pids" / "bridge-worker.pid"
+NODES = [f"slinky-node-{i}" for i in range(1, 5)]
+REST = "/slurm/v0.0.44"
+LIVE_STATES = frozenset({"PENDING", "RUNNING", "CONFIGURING", "SUSPENDED", "REQUEUED", "RESIZING"})
+
+
+# ------------------------------------------------------------------------------------------------ waiting
+def eventually(probe: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2, what: str = "") -> Any:
+    """Poll until ``probe`` returns something truthy and return it; fail with the last value otherwise."""
+    deadline = time.monotonic() + timeout
+    value: Any = None
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what or 'condition'} not met within {timeout}s; last value: {value!r}")
+        time.sleep(interval)
+
+
+# ------------------------------------------------------------------------------------------------ Slurm
+class Slurm:
+    """Raw slurmrestd v0.0.44 with the stack's JWT (re-read per call: the file may rotate)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.jwt_file = Path(env["SLURM_JWT_FILE"])
+        self.http = httpx.Client(base_url=env["SLURM_REST_URL"], timeout=30)
+
+    def _headers(self) -> dict[str, str]:
+        return {"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": self.jwt_file.read_text().strip()}
+
+    def jobs(self) -> list[dict[str, Any]]:
+        answer = self.http.get(f"{REST}/jobs", headers=self._headers()).raise_for_status().json()
+        return list(answer["jobs"])
+
+    def job(self, job_id: int | str) -> dict[str, Any] | None:
+        resp = self.http.get(f"{REST}/job/{job_id}", headers=self._headers())
+        if resp.status_code == 404:
+            return None
+        jobs = resp.raise_for_status().json().get("jobs") or []
+        return jobs[0] if jobs else None
+
+    def cancel(self, job_id: int | str) -> None:
+        self.http.delete(f"{REST}/job/{job_id}", headers=self._headers()).raise_for_status()
+
+    def jobs_of(self, namespace: str) -> list[dict[str, Any]]:
+        """Every job (live or recently ended) whose admin_comment names a pod of ``namespace``."""
+        return [j for j in self.jobs() if any(p.startswith(f"{namespace}/") for p in pods_of(j))]
+
+    def jobs_of_pod(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        return [j for j in self.jobs() if f"{namespace}/{name}" in pods_of(j)]
+
+
+def pods_of(job: dict[str, Any]) -> list[str]:
+    try:
+        data = json.loads(job.get("admin_comment") or "")
+    except ValueError:
+        return []
+    pods = data.get("pods") if isinstance(data, dict) else None
+    return [p for p in pods if isinstance(p, str)] if isinstance(pods, list) else []
+
+
+def state(job: dict[str, Any] | None) -> str:
+    return str(job["job_state"][0]) if job and job.get("job_state") else ""
+
+
+def number(value: Any) -> Any:
+    """A v0.0.44 ``{set, infinite, number}`` field's number (plain values pass through)."""
+    return value.get("number") if isinstance(value, dict) else value
+
+
+def is_live(job: dict[str, Any]) -> bool:
+    return state(job) in LIVE_STATES
+
+
+# ------------------------------------------------------------------------------------------------ Temporal
+class Temporal:
+    """A synchronous face on the Temporal client (its own event loop), for sync tests."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.client = self.loop.run_until_complete(
+            Client.connect(
+                env["TEMPORAL_ADDRESS"],
+                namespace=env["TEMPORAL_NAMESPACE"],
+                data_converter=pydantic_data_converter,
+            )
+        )
+
+    def status(self, workflow_id: str) -> WorkflowExecutionStatus | None:
+        async def describe() -> WorkflowExecutionStatus | None:
+            try:
+                desc = await self.client.get_workflow_handle(workflow_id).describe()
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    return None
+                raise
+            return desc.status
+
+        return self.loop.run_until_complete(describe())
+
+    def why_pending(self, workflow_id: str) -> WhyPending:
+        handle = self.client.get_workflow_handle(workflow_id)
+        why: WhyPending = self.loop.run_until_complete(handle.query("why_pending", result_type=WhyPending))
+        return why
+
+    def search_attribute(self, workflow_id: str, key: SearchAttributeKey[Any]) -> Any:
+        handle = self.client.get_workflow_handle(workflow_id)
+        desc = self.loop.run_until_complete(handle.describe())
+        return desc.typed_search_attributes.get(key)
+
+    def completed(self, workflow_id: str) -> bool:
+        return self.status(workflow_id) == WorkflowExecutionStatus.COMPLETED
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        self.loop.close()
+
+
+# ------------------------------------------------------------------------------------------------ Kubernetes
+class Kube:
+    """The kubernetes client, answering with plain camelCase dicts like the API server's JSON."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.api = config.new_client_from_config(config_file=env["KUBECONFIG"])
+        self.core = client.CoreV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
+
+    @staticmethod
+    def _json(resp: Any) -> Any:
+        data = json.loads(resp.data)
+        resp.release_conn()
+        return data
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return dict(self._json(self.core.read_namespaced_pod(name, namespace, _preload_content=False)))
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def pods(self, namespace: str) -> list[dict[str, Any]]:
+        return list(self._json(self.core.list_namespaced_pod(namespace, _preload_content=False))["items"])
+
+    def create_pod(self, namespace: str, name: str, **kwargs: Any) -> dict[str, Any]:
+        body = make_pod(name, namespace, **kwargs)
+        body["metadata"].pop("uid")
+        body.pop("status")
+        return dict(self._json(self.core.create_namespaced_pod(namespace, body, _preload_content=False)))
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        with contextlib.suppress(ApiException):
+            self.core.delete_namespaced_pod(name, namespace, _preload_content=False).release_conn()
+
+    def patch(self, namespace: str, name: str, body: dict[str, Any]) -> None:
+        self.core.patch_namespaced_pod(name, namespace, body, _preload_content=False).release_conn()
+
+    def annotate(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
+        self.patch(namespace, name, {"metadata": {"annotations": annotations}})
+
+    def events(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        resp = self.core.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={name}", _preload_content=False
+        )
+        return list(self._json(resp)["items"])
+
+    def strip_finalizers(self, namespace: str) -> None:
+        for pod in self.pods(namespace):
+            if pod["metadata"].get("finalizers"):
+                with contextlib.suppress(ApiException):
+                    self.core.patch_namespaced_pod(
+                        pod["metadata"]["name"],
+                        namespace,
+                        {"metadata": {"finalizers": None}},
+                        _preload_content=False,
+                    ).release_conn()
+
+
+def condition(pod: dict[str, Any] | None, type_: str = "PodScheduled") -> dict[str, Any]:
+    for cond in (pod or {}).get("status", {}).get("conditions") or []:
+        if cond.get("type") == type_:
+            return dict(cond)
+    return {}
+
+
+def phase(pod: dict[str, Any] | None) -> str:
+    return str((pod or {}).get("status", {}).get("phase", ""))
+
+
+def node_of(pod: dict[str, Any] | None) -> str:
+    return str((pod or {}).get("spec", {}).get("nodeName") or "")
+
+
+def wid(pod: dict[str, Any]) -> str:
+    return workload_workflow_id(pod["metadata"]["namespace"], pod["metadata"]["uid"])
+
+
+def job_label(pod: dict[str, Any] | None) -> str:
+    return str(((pod or {}).get("metadata", {}).get("labels") or {}).get(wellknown.LABEL_SLURM_JOB_ID, ""))
+
+
+# ------------------------------------------------------------------------------------------------ fixtures
+@pytest.fixture(scope="module")
+def kube(dev_env: dict[str, str]) -> Iterator[Kube]:
+    k = Kube(dev_env)
+    with k.api:
+        yield k
+
+
+@pytest.fixture(scope="module")
+def slurm(dev_env: dict[str, str]) -> Iterator[Slurm]:
+    s = Slurm(dev_env)
+    with s.http:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def temporal(dev_env: dict[str, str]) -> Iterator[Temporal]:
+    t = Temporal(dev_env)
+    yield t
+    t.close()
+
+
+@pytest.fixture
+def ns(kube: Kube, slurm: Slurm) -> Iterator[str]:
+    """A fresh namespace; afterwards every pod is gone (finalizers stripped if the bridge did not) and
+    no Slurm job of it is left live, so the next test starts with free nodes."""
+    name = f"bridge-{uuid.uuid4().hex[:8]}"
+    kube.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    for k8s_job in kube.batch.list_namespaced_job(name).items:
+        with contextlib.suppress(ApiException):
+            kube.batch.delete_namespaced_job(k8s_job.metadata.name, name, propagation_policy="Background")
+    for pod in kube.pods(name):
+        kube.delete_pod(name, pod["metadata"]["name"])
+    deadline = time.monotonic() + 20
+    while kube.pods(name) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    kube.strip_finalizers(name)  # the bridge failed to clean up: do not leave the namespace stuck
+    for slurm_job in slurm.jobs_of(name):
+        if is_live(slurm_job):
+            slurm.cancel(slurm_job["job_id"])
+    with contextlib.suppress(ApiException):
+        kube.core.delete_namespace(name)
+
+
+# ------------------------------------------------------------------------------------------------ steps
+def wait_bound(kube: Kube, namespace: str, name: str, timeout: float = 30.0) -> dict[str, Any]:
+    return dict(
+        eventually(
+            lambda: (lambda p: p if node_of(p) and job_label(p) else None)(kube.pod(namespace, name)),
+            timeout=timeout,
+            what=f"pod {namespace}/{name} bound",
+        )
+    )
+
+
+def wait_running(kube: Kube, namespace: str, name: str, timeout: float = 30.0) -> dict[str, Any]:
+    return dict(
+        eventually(
+            lambda: (lambda p: p if phase(p) == "Running" else None)(kube.pod(namespace, name)),
+            timeout=timeout,
+            what=f"pod {namespace}/{name} Running",
+        )
+    )
+
+
+def wait_pending_in_slurm(
+    kube: Kube, slurm: Slurm, namespace: str, name: str, timeout: float = 30.0
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod is labelled with a job id whose Slurm job is PENDING; returns (pod, job)."""
+
+    def probe() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        pod = kube.pod(namespace, name)
+        if not job_label(pod):
+            return None
+        job = slurm.job(job_label(pod))
+        return (pod, job) if pod and job and state(job) == "PENDING" else None
+
+    result: tuple[dict[str, Any], dict[str, Any]] = eventually(
+        probe, timeout=timeout, what=f"pod {namespace}/{name} pending in Slurm"
+    )
+    return result
+
+
+def wait_gone(kube: Kube, namespace: str, name: str, timeout: float = 30.0) -> None:
+    eventually(lambda: kube.pod(namespace, name) is None, timeout=timeout, what=f"pod {name} gone")
+
+
+def wait_job_state(slurm: Slurm, job_id: int | str, *states: str, timeout: float = 30.0) -> dict[str, Any]:
+    return dict(
+        eventually(
+            lambda: (lambda j: j if state(j) in states else None)(slurm.job(job_id)),
+            timeout=timeout,
+            what=f"Slurm job {job_id} in {states}",
+        )
+    )
+
+
+def wait_completed(temporal: Temporal, workflow_id: str, timeout: float = 30.0) -> None:
+    eventually(lambda: temporal.completed(workflow_id), timeout=timeout, what=f"workflow {workflow_id} completed")
+
+
+def free_nodes(slurm: Slurm) -> list[str]:
+    """Bridge nodes with nothing allocated (others share this stack: a demo pod may hold one)."""
+    nodes = slurm.http.get(f"{REST}/nodes", headers=slurm._headers()).raise_for_status().json()["nodes"]
+    busy = {"ALLOCATED", "MIXED", "DOWN", "DRAIN", "COMPLETING"}
+    return [n["name"] for n in nodes if n["name"] in NODES and not busy & set(n["state"])]
+
+
+def fill_nodes(kube: Kube, slurm: Slurm, namespace: str) -> list[str]:
+    """One long-running blocker pod (exclusive whole-node job) per free node, all bound and Running."""
+    count = len(eventually(lambda: free_nodes(slurm), timeout=30, what="a free node"))
+    names = [f"blocker-{i}" for i in range(count)]
+    for name in names:
+        kube.create_pod(namespace, name)
+    for name in names:
+        wait_running(kube, namespace, name, timeout=60)
+    return names
+
+
+def live_jobs_of(slurm: Slurm, namespace: str) -> list[dict[str, Any]]:
+    return [j for j in slurm.jobs_of(namespace) if is_live(j)]
+
+
+def scheduled_events(kube: Kube, namespace: str, name: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in kube.events(namespace, name) if e.get("reason") == reason]
+
+
+# ------------------------------------------------------------------------------------------------ tests
+def test_single_pod_from_create_to_delete(kube: Kube, slurm: Slurm, temporal: Temporal, ns: str) -> None:
+    kube.create_pod(ns, "solo")
+    pod = wait_bound(kube, ns, "solo")
+    workflow_id = wid(pod)
+    assert workflow_id == f"workload/{ns}/{pod['metadata']['uid']}"
+    node = node_of(pod)
+    assert node in NODES
+    assert pod["metadata"]["annotations"][wellknown.ANNOTATION_SLURM_NODE] == node
+    assert wellknown.FINALIZER_SCHEDULER in pod["metadata"]["finalizers"]
+    job_id = job_label(pod)
+    job = wait_job_state(slurm, job_id, "RUNNING")
+    assert job["nodes"] == node
+    assert json.loads(job["admin_comment"]) == {"pods": [f"{ns}/solo"]}
+    assert job["comment"] == job_comment_for(workflow_id)
+    assert "EXTERNAL_JOB" in job["flags"]
+    assert job["partition"] == wellknown.DEFAULT_PARTITION
+    assert [j["job_id"] for j in slurm.jobs_of_pod(ns, "solo")] == [int(job_id)]
+    wait_running(kube, ns, "solo")
+    assert temporal.status(workflow_id) == WorkflowExecutionStatus.RUNNING
+
+    assert temporal.search_attribute(workflow_id, SA_JOB_ID) == int(job_id)
+    assert temporal.search_attribute(workflow_id, SA_PHASE) == Phase.RUNNING
+
+    kube.delete_pod(ns, "solo")
+    wait_gone(kube, ns, "solo")  # the finalizer was removed
+    wait_job_state(slurm, job_id, "CANCELLED")
+    wait_completed(temporal, workflow_id)
+    assert temporal.search_attribute(workflow_id, SA_PHASE) == Phase.FINISHED
+    reasons = {"SlurmJobSubmitted", "Scheduled", "SlurmJobCleanedUp"}
+    eventually(
+        lambda: reasons <= {e["reason"] for e in kube.events(ns, "solo")},
+        timeout=10,
+        what=f"Events {reasons}",
+    )
+
+
+def test_job_with_parallelism_3_and_active_deadline(kube: Kube, slurm: Slurm, temporal: Temporal, ns: str) -> None:
+    template = client.V1PodTemplateSpec(
+        metadata=client.V1ObjectMeta(annotations={wellknown.ANNOTATION_SIM_RUN_SECONDS: "2"}),
+        spec=client.V1PodSpec(
+            restart_policy="Never",
+            scheduler_name=wellknown.SCHEDULER_NAME,
+            containers=[client.V1Container(name="main", image="registry.k8s.io/pause:3.9")],
+        ),
+    )
+    kube.batch.create_namespaced_job(
+        ns,
+        client.V1Job(
+            metadata=client.V1ObjectMeta(name="trio"),
+            spec=client.V1JobSpec(parallelism=3, completions=3, active_deadline_seconds=600, template=template),
+        ),
+    )
+
+    def complete() -> bool:
+        status = kube.batch.read_namespaced_job_status("trio", ns).status
+        done = any(c.type == "Complete" and c.status == "True" for c in status.conditions or [])
+        return bool(done and status.succeeded == 3)
+
+    eventually(complete, timeout=60, what="Job trio complete")
+    pods = kube.pods(ns)
+    assert len(pods) == 3
+    assert all(phase(p) == "Succeeded" for p in pods), [phase(p) for p in pods]
+    jobs = slurm.jobs_of(ns)
+    assert sorted(pods_of(j)[0] for j in jobs) == sorted(f"{ns}/{p['metadata']['name']}" for p in pods)
+    for job in jobs:
+        assert number(job["time_limit"]) == 10, job["time_limit"]
+    for pod in pods:
+        assert job_label(pod) in {str(j["job_id"]) for j in jobs}
+        assert pod["metadata"]["annotations"][wellknown.ANNOTATION_SLURM_NODE] == node_of(pod)
+    eventually(lambda: not live_jobs_of(slurm, ns), timeout=30, what="all 3 Slurm jobs ended")
+    for pod in pods:
+        wait_completed(temporal, wid(pod))
+    eventually(
+        lambda: all(not p["metadata"].get("finalizers") for p in kube.pods(ns)),
+        timeout=10,
+        what="finalizers removed",
+    )
+
+
+def test_pod_deleted_while_pending(kube: Kube, slurm: Slurm, temporal: Temporal, ns: str) -> None:
+    fill_nodes(kube, slurm, ns)
+    kube.create_pod(ns, "waiting")
+    pod, job = wait_pending_in_slurm(kube, slurm, ns, "waiting")
+    job_id = job["job_id"]
+
+    kube.delete_pod(ns, "waiting")
+    wait_gone(kube, ns, "waiting")
+    wait_job_state(slurm, job_id, "CANCELLED")
+    assert not [j for j in slurm.jobs_of_pod(ns, "waiting") if is_live(j)]
+    assert [j["job_id"] for j in slurm.jobs_of_pod(ns, "waiting")] == [job_id]
+    wait_completed(temporal, wid(pod))
+    assert not node_of(pod)
+
+
+def test_job_cancelled_through_rest_deletes_its_pod(kube: Kube, slurm: Slurm, temporal: Temporal, ns: str) -> None:
+    kube.create_pod(ns, "victim")
+    pod = wait_bound(kube, ns, "victim")
+    job_id = job_label(pod)
+    wait_job_state(slurm, job_id, "RUNNING")
+
+    slurm.cancel(job_id)
+    wait_gone(kube, ns, "victim")
+    assert state(slurm.job(job_id)) == "CANCELLED"
+    wait_completed(temporal, wid(pod))
+    assert any(scheduled_events(kube, ns, "victim", "SlurmJobEnded"))
+
+
+def test_all_nodes_full_then_a_node_frees(kube: Kube, slurm: Slurm, temporal: Temporal, ns: str) -> None:
+    blockers = fill_nodes(kube, slurm, ns)
+    kube.create_pod(ns, "fifth")
+    pod, job = wait_pending_in_slurm(kube, slurm, ns, "fifth")
+    assert not node_of(pod)
+
+    def unschedulable() -> dict[str, Any] | None:
+        cond = condition(kube.pod(ns, "fifth"))
+        ok = cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
+        return cond if ok else None
+
+    cond = eventually(unschedulable, timeout=20, what="PodScheduled=False Unschedulable")
+    assert any(reason in cond["message"] for reason in ("Priority", "Resources")), cond
+    assert str(job["job_id"]) in cond["message"]
+    why = temporal.why_pending(wid(pod))
+    assert why.phase == Phase.PENDING
+    assert why.job_id == job["job_id"]
+    assert why.slurm_state == "PENDING"
+    assert why.reason in ("Priority", "Resources")
+    assert why.reason in cond["message"]
+    assert why.pods == [f"{ns}/fifth"]
+
+    kube.delete_pod(ns, blockers[0])
+    pod = wait_bound(kube, ns, "fifth", timeout=30)
+    wait_running(kube, ns, "fifth")
+    assert job_label(pod) == str(job["job_id"])
+    assert state(slurm.job(job["job_id"])) == "RUNNING"
+    assert condition(pod).get("status") == "True"
+
+
+OVERRIDES: list[tuple[str, dict[str, str], Callable[[dict[str, Any]], Any], Any]] = [
+    (
+        "job-name",
+        {wellknown.ANNOTATION_JOB_NAME: "renamed-by-annotation"},
+        lambda j: j["name"],
+        "renamed-by-annotation",
+    ),
+    (
+        "partition",
+        {wellknown.ANNOTATION_PARTITION: wellknown.DEFAULT_PARTITION},
+        lambda j: j["partition"],
+        wellknown.DEFAULT_PARTITION,
+    ),
+    ("timelimit", {wellknown.ANNOTATION_TIMELIMIT: "7"}, lambda j: number(j["time_limit"]), 7),
+    (
+        "cpu-per-task",
+        {wellknown.ANNOTATION_CPU_PER_TASK: "3", wellknown.ANNOTATION_EXCLUSIVE: "false"},
+        lambda j: (number(j["cpus_per_task"]), number(j["cpus"])),
+        (3, 3),
+    ),
+    ("mem-per-node", {wellknown.ANNOTATION_MEM_PER_NODE: "2Gi"}, lambda j: number(j["memory_per_node"]), 2048),
+    ("account", {wellknown.ANNOTATION_ACCOUNT: "physics"}, lambda j: j["account"], "physics"),
+    # Slurm 26.05 without accounting shows a job's qos only while it is pending: hold it (priority 0).
+    (
+        "qos",
+        {wellknown.ANNOTATION_QOS: "high", wellknown.ANNOTATION_PRIORITY: "0"},
+        lambda j: (j["qos"], state(j), number(j["priority"])),
+        ("high", "PENDING", 0),
+    ),
+    ("priority", {wellknown.ANNOTATION_PRIORITY: "4242"}, lambda j: number(j["priority"]), 4242),
+    (
+        "constraints",
+        {wellknown.ANNOTATION_CONSTRAINTS: wellknown.DEFAULT_PARTITION},
+        lambda j: j["features"],
+        wellknown.DEFAULT_PARTITION,
+    ),
+    ("wckey", {wellknown.ANNOTATION_WCKEY: "proj42"}, lambda j: j["wckey"].lstrip("*"), "proj42"),
+]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "read", "expected"),
+    [pytest.param(a, r, e, id=i) for i, a, r, e in OVERRIDES],
+)
+def test_annotation_override_in_slurm_job_record(
+    kube: Kube,
+    slurm: Slurm,
+    ns: str,
+    annotations: dict[str, str],
+    read: Callable[[dict[str, Any]], Any],
+    expected: Any,
+) -> None:
+    kube.create_pod(ns, "override", annotations=annotations)
+    pod = eventually(
+        lambda: (lambda p: p if job_label(p) else None)(kube.pod(ns, "override")),
+        timeout=30,
+        what="job submitted",
+    )
+    job = slurm.job(job_label(pod))
+    assert job is not None
+    assert read(job) == expected, {k: job.get(k) for k in ("name", "partition", "account", "qos", "wckey")}
+    assert pods_of(job) == [f"{ns}/override"]
+
+
+BAD: list[tuple[str, dict[str, str | None], dict[str, str | None], str, str]] = [
+    (
+        "min-nodes-not-a-number",
+        {wellknown.ANNOTATION_MIN_NODES: "abc"},
+        {wellknown.ANNOTATION_MIN_NODES: "1"},
+        "SlurmJobInvalid",
+        wellknown.ANNOTATION_MIN_NODES,
+    ),
+    (
+        "unknown-key",
+        {wellknown.PREFIX_SLURMJOB + "timelimt": "5"},
+        {wellknown.PREFIX_SLURMJOB + "timelimt": None},
+        "SlurmJobInvalid",
+        wellknown.PREFIX_SLURMJOB + "timelimt",
+    ),
+    (
+        "unknown-partition",
+        {wellknown.ANNOTATION_PARTITION: "nope"},
+        {wellknown.ANNOTATION_PARTITION: wellknown.DEFAULT_PARTITION},
+        "SlurmJobRejected",
+        "partition",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("bad", "fix", "reason", "mentions"),
+    [pytest.param(b, f, r, m, id=i) for i, b, f, r, m in BAD],
+)
+def test_bad_annotations_then_fixed(
+    kube: Kube,
+    slurm: Slurm,
+    temporal: Temporal,
+    ns: str,
+    bad: dict[str, str],
+    fix: dict[str, str | None],
+    reason: str,
+    mentions: str,
+) -> None:
+    # The admission webhook, where registered, refuses these at create (next test): this pod opts out of
+    # it, as every pod does when the webhook is down (it fails open outside managed namespaces), so what
+    # is checked here is the bridge's own handling.
+    kube.create_pod(ns, "broken", annotations=bad, labels={wellknown.LABEL_WEBHOOK: wellknown.WEBHOOK_IGNORE})
+    events = eventually(lambda: scheduled_events(kube, ns, "broken", reason), timeout=20, what=f"{reason} Event")
+    assert events[0]["type"] == "Warning"
+    assert mentions.lower() in events[0]["message"].lower(), events[0]["message"]
+    cond = eventually(
+        lambda: (lambda c: c if c.get("reason") == reason else None)(condition(kube.pod(ns, "broken"))),
+        timeout=10,
+        what=f"PodScheduled reason {reason}",
+    )
+    assert cond["status"] == "False"
+    assert cond["message"] == events[0]["message"]
+    pod = kube.pod(ns, "broken")
+    assert pod is not None and not node_of(pod) and not job_label(pod)
+    assert slurm.jobs_of_pod(ns, "broken") == []
+    why = temporal.why_pending(wid(pod))
+    assert why.phase == Phase.INVALID
+    assert why.job_id is None
+
+    kube.annotate(ns, "broken", fix)
+    pod = wait_bound(kube, ns, "broken")
+    wait_running(kube, ns, "broken")
+    jobs = slurm.jobs_of_pod(ns, "broken")
+    assert [j["job_id"] for j in jobs] == [int(job_label(pod))]
+    assert state(jobs[0]) == "RUNNING"
+
+
+def webhook_registered(kube: Kube) -> bool:
+    api = client.AdmissionregistrationV1Api(kube.api)
+    names = {c.metadata.name for c in api.list_validating_webhook_configuration().items}
+    return CONFIGURATION_NAME in names
+
+
+@pytest.mark.parametrize(
+    ("bad", "mentions"),
+    [pytest.param(b, m, id=i) for i, b, _, r, m in BAD if r == "SlurmJobInvalid"],
+)
+def test_bad_annotations_refused_at_admission(
+    kube: Kube, slurm: Slurm, ns: str, bad: dict[str, str], mentions: str
+) -> None:
+    if not webhook_registered(kube):
+        pytest.skip("the admission webhook is not registered on this stack")
+    with pytest.raises(ApiException) as refused:
+        kube.create_pod(ns, "refused", annotations=bad)
+    assert refused.value.status in (400, 403), refused.value.status
+    assert mentions in str(refused.value.body), refused.value.body
+    assert kube.pod(ns, "refused") is None
+    assert slurm.jobs_of_pod(ns, "refused") == []
+
+
+class _OneNode:
+    """A NodeView for calling the bind activity directly: every Slurm node is ``slinky-node-1``."""
+
+    def kube_nodes(self) -> list[dict[str, Any]]:
+        return []
+
+    def slurm_node_names(self) -> set[str] | None:
+        return None
+
+    def kube_node_for(self, slurm_node: str) -> str | None:
+        return NODES[0]
+
+
+async def _bind_one(acts: KubeActivities, ref: PodRef) -> bool:
+    """Bind ``ref`` through the bind activity; True when it reports the pod gone.
+
+    Works with the single-pod activity (``bind_pod``) and the gang one (``bind_pods``) being landed.
+    """
+    if hasattr(acts, "bind_pods"):
+        bindings = [models.PodBinding(pod=ref, slurm_node=NODES[0])]  # type: ignore[attr-defined]
+        result = await acts.bind_pods(models.BindPodsInput(bindings=bindings, job_id=1))  # type: ignore[attr-defined]
+        return ref.uid in result.gone
+    single = await acts.bind_pod(models.BindPodInput(pod=ref, slurm_node=NODES[0], job_id=1))  # type: ignore[attr-defined]
+    return bool(single.pod_gone)
+
+
+async def test_bind_of_a_pod_deleted_after_it_was_read_reports_it_gone(
+    dev_env: dict[str, str], kube: Kube, ns: str
+) -> None:
+    """The allocation comes while the pod is being deleted: bind_pod read the pod just before the
+    deletion, so the binding itself is refused (409). That is "pod gone", not a permanent AlreadyBound
+    error (which failed the bind step and left the job and the finalizer behind)."""
+    hold = "test.slinky.slurm.net/hold"
+    kube.create_pod(ns, "racer", scheduler_name="nobody")  # the bridge leaves it alone
+    kube.patch(ns, "racer", {"metadata": {"finalizers": [hold]}})
+    before = kube.pod(ns, "racer")
+    assert before is not None
+    ref = PodRef(namespace=ns, name="racer", uid=before["metadata"]["uid"])
+    kube.delete_pod(ns, "racer")
+    eventually(lambda: (kube.pod(ns, "racer") or {}).get("metadata", {}).get("deletionTimestamp"), timeout=10)
+
+    kube_client = KubeClient.from_kubeconfig(dev_env["KUBECONFIG"])
+    acts = KubeActivities(kube_client, _OneNode())
+    reads = 0
+    real_get = acts._get_pod
+
+    async def read_before_the_deletion(pod: PodRef) -> dict[str, Any] | None:
+        nonlocal reads
+        reads += 1
+        return before if reads == 1 else await real_get(pod)
+
+    acts._get_pod = read_before_the_deletion  # type: ignore[method-assign]
+    try:
+        gone = await _bind_one(acts, ref)
+    finally:
+        await kube_client.aclose()
+        kube.patch(ns, "racer", {"metadata": {"finalizers": None}})
+    assert gone
+    assert reads == 2
+    assert not node_of(kube.pod(ns, "racer"))
+
+
+# ------------------------------------------------------------------------------------------------ kill -9
+def worker_pid() -> int:
+    return int(PID_FILE.read_text().split()[0])
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def kill_worker() -> None:
+    pid = worker_pid()
+    assert alive(pid), "the bridge worker is not running"
+    os.kill(pid, signal.SIGKILL)
+    eventually(lambda: not alive(pid), timeout=10, what="bridge worker dead")
+
+
+def restart_worker() -> None:
+    """Start the bridge worker exactly as `slinky dev up` does (it starts only what is missing)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "slinky.cli", "dev", "up"],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=90,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "bridge worker started" in out.stdout + out.stderr, out.stdout[-2000:]
+    assert alive(worker_pid())
+
+
+@contextlib.contextmanager
+def worker_killed() -> Iterator[None]:
+    """SIGKILL the bridge worker; always restart it, even if the body fails (the stack is shared)."""
+    kill_worker()
+    try:
+        yield
+    finally:
+        if not alive(worker_pid()):
+            restart_worker()
+
+
+def assert_one_job_per_workload_and_no_orphans(
+    kube: Kube, slurm: Slurm, temporal: Temporal, namespace: str, pods: list[dict[str, Any]]
+) -> None:
+    jobs = slurm.jobs_of(namespace)
+    per_pod: dict[str, list[int]] = {}
+    for job in jobs:
+        for key in pods_of(job):
+            per_pod.setdefault(key, []).append(job["job_id"])
+    for pod in pods:
+        key = f"{namespace}/{pod['metadata']['name']}"
+        assert len(per_pod.get(key, [])) == 1, (key, per_pod.get(key))
+    eventually(lambda: not live_jobs_of(slurm, namespace), timeout=30, what="no live job left")
+    for pod in pods:
+        wait_completed(temporal, wid(pod))
+
+
+@pytest.mark.timeout(150)
+def test_kill_worker_between_submit_and_bind(kube: Kube, slurm: Slurm, temporal: Temporal, ns: str) -> None:
+    blockers = fill_nodes(kube, slurm, ns)
+    names = ["late-0", "late-1", "late-2"]
+    for name in names:
+        kube.create_pod(ns, name, annotations={wellknown.ANNOTATION_SIM_RUN_SECONDS: "2"})
+    pending = [wait_pending_in_slurm(kube, slurm, ns, name)[0] for name in names]
+    blocker_pods = [kube.pod(ns, b) for b in blockers]
+
+    with worker_killed():
+        # Free the nodes both ways while nobody watches: delete some blocker pods (their finalizer holds
+        # them and their jobs until the bridge is back) and cancel the other blockers' Slurm jobs, so
+        # Slurm allocates pending jobs whose pods nobody binds yet.
+        cancelled = blockers[1::2] or blockers
+        deleted = [b for b in blockers if b not in cancelled]
+        for name in deleted:
+            kube.delete_pod(ns, name)
+        for name in cancelled:
+            slurm.cancel(job_label(kube.pod(ns, name)))
+        expected = min(len(cancelled), len(names))
+        allocated = eventually(
+            lambda: (lambda r: r if len(r) >= expected else None)(
+                [p for p in pending if state(slurm.job(job_label(p))) == "RUNNING"]
+            ),
+            timeout=20,
+            what="pending jobs allocated while the worker is dead",
+        )
+        assert all(not node_of(kube.pod(ns, p["metadata"]["name"])) for p in allocated)
+        assert all(kube.pod(ns, b) is not None for b in blockers)
+        restart_worker()
+
+    for name in blockers:
+        wait_gone(kube, ns, name)
+    for name in names:
+        eventually(lambda n=name: phase(kube.pod(ns, n)) == "Succeeded", timeout=60, what=f"{name} Succeeded")
+    finished = [kube.pod(ns, n) for n in names]
+    assert all(p is not None and node_of(p) for p in finished)
+    assert_one_job_per_workload_and_no_orphans(
+        kube, slurm, temporal, ns, [p for p in pending + blocker_pods if p is not None]
+    )
+    eventually(
+        lambda: all(not (kube.pod(ns, n) or {}).get("metadata", {}).get("finalizers") for n in names),
+        timeout=10,
+        what="finalizers removed",
+    )
+
+
+@pytest.mark.timeout(150)
+def test_kill_worker_between_bind_and_completion(kube: Kube, slurm: Slurm, temporal: Temporal, ns: str) -> None:
+    # As many pods as free nodes (up to 3; others' demos may hold nodes): all run at once, long enough
+    # to be killed under.
+    free = len(eventually(lambda: free_nodes(slurm), timeout=30, what="a free node"))
+    names = [f"run-{i}" for i in range(min(3, free))]
+    for name in names:
+        kube.create_pod(ns, name, annotations={wellknown.ANNOTATION_SIM_RUN_SECONDS: "6"})
+    bound = [wait_bound(kube, ns, name) for name in names]
+
+    with worker_killed():
+        for name in names:
+            eventually(lambda n=name: phase(kube.pod(ns, n)) == "Succeeded", timeout=30, what=f"{name} Succeeded")
+        # The lifecycle is not there to clean up: the jobs still run and the finalizers stay.
+        assert all(is_live(j) for j in slurm.jobs_of(ns)), [
+            (j["job_id"], state(j), pods_of(j)) for j in slurm.jobs_of(ns)
+        ]
+        restart_worker()
+
+    assert_one_job_per_workload_and_no_orphans(kube, slurm, temporal, ns, bound)
+    for name in names:
+        pod = kube.pod(ns, name)
+        assert phase(pod) == "Succeeded"
+        assert not (pod or {}).get("metadata", {}).get("finalizers")
