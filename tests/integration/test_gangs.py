@@ -75,8 +75,10 @@ def eventually(check: Callable[[], T | None], timeout: float = 60.0, what: str =
 
 
 @pytest.fixture(scope="module")
-def cluster(dev_env: dict[str, str]) -> Cluster:
-    return Cluster(dev_env)
+def cluster(dev_env: dict[str, str]) -> Iterator[Cluster]:
+    c = Cluster(dev_env)
+    yield c
+    c.rest.close()
 
 
 @pytest.fixture
