@@ -95,6 +95,10 @@ REASON_UPDATE_FAILED = "SlurmJobUpdateFailed"
 REASON_GANG_INCOMPLETE = "GangIncomplete"
 REASON_GANG_MEMBER_LOST = "GangMemberLost"
 
+# workflow.patched() ids: fixes that change the commands of an existing history.
+PATCH_EARLY_MEMBERS = "gang-early-members"
+PATCH_LATE_MEMBER = "gang-late-member"
+
 # PodGroup status phases (scheduler-plugins coscheduling).
 GROUP_SCHEDULING, GROUP_RUNNING, GROUP_FINISHED, GROUP_FAILED = "Scheduling", "Running", "Finished", "Failed"
 
@@ -145,17 +149,27 @@ class WorkloadWorkflow:
         self.rechecks = 0
         self.recheck_requested = False
         self.dirty = False
+        self.early: list[PodEvent] = []
+        """Pod events applied before ``run`` (signal-with-start): kept until the input says who is who."""
 
     # ------------------------------------------------------------------------------------ messages
     @workflow.signal
     def pod_event(self, event: PodEvent) -> None:
+        if self.inp is None:
+            # Signals of the first workflow task run before ``run``: several gang members' signal-with-start
+            # can land there together, and none of them may be lost.
+            self.early.append(event)
+            return
         member = self.members.get(event.uid)
         if member is None:
             # Only a gang takes new members; a single-pod workload ignores other pods' events.
-            if event.kind != PodEventKind.ADDED or self.inp is None or self.inp.group is None:
+            if event.kind != PodEventKind.ADDED or self.inp.group is None:
                 return
-            if self.job_id is not None:
-                return  # the job is sized already; a late pod joins only a resubmission (docs/bridge.md)
+            # A member that arrives while a job exists is kept (not in that job): the job is sized already,
+            # so a late pod joins only a resubmission (docs/bridge.md), e.g. a replacement for a lost member.
+            # Histories recorded before this fix dropped such a member: they replay unpatched.
+            if self.job_id is not None and not workflow.patched(PATCH_LATE_MEMBER):
+                return
             namespace = self.inp.pod.namespace
             member = self.members[event.uid] = Member(PodRef(namespace=namespace, name=event.name, uid=event.uid))
         if event.kind == PodEventKind.TERMINAL:
@@ -300,6 +314,13 @@ class WorkloadWorkflow:
     async def run(self, inp: WorkloadInput) -> str:
         self.inp = inp
         self.members.setdefault(inp.pod.uid, Member(inp.pod))
+        dirty = self.dirty
+        # Histories recorded before this fix dropped the other members' first-task events: unpatched there.
+        if any(e.uid != inp.pod.uid for e in self.early) and workflow.patched(PATCH_EARLY_MEMBERS):
+            for event in self.early:
+                self.pod_event(event)
+        self.early.clear()
+        self.dirty = dirty  # every step checks the members before it waits: nothing to wake up
         try:
             return await self._lifecycle()
         except Ended as end:
@@ -469,6 +490,7 @@ class WorkloadWorkflow:
         )
         for m in self.members.values():
             m.in_job = False
+        self.phase = Phase.SUBMITTING  # no job is queued until the gang resubmits (no command: replay-safe)
         self.job_id = None
         self.job = None
         self.spec = None

@@ -1,12 +1,15 @@
 """Replay recorded ``WorkloadWorkflow`` histories against the current workflow code (the determinism guard).
 
-The histories in ``histories/`` were recorded from the live dev stack (``temporal workflow show -o json``):
-a pod that ran to completion and a pod deleted while Running. A code change that alters the commands the
-workflow issues for an existing history fails here; guard such a change with ``workflow.patched()``.
+The histories in ``histories/`` were recorded from the live dev stack by ``record.sh``
+(``temporal workflow show -o json``): a pod that ran to completion, a pod deleted while Running, and a PodGroup
+gang of two (gathered, one job, one member per node, both Succeeded). A code change that alters the commands
+the workflow issues for an existing history fails here; guard such a change with ``workflow.patched()``.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -19,7 +22,7 @@ from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 with workflow.unsafe.imports_passed_through():
-    from slinky.models.workload import PodStateResult, WorkloadInput
+    from slinky.models.workload import PodsInput, PodStatesResult, WorkloadInput
     from workflows import retry
     from workflows.workload import WorkloadWorkflow
 
@@ -30,9 +33,40 @@ def load(path: Path) -> WorkflowHistory:
     return WorkflowHistory.from_json(f"replay-{path.stem}", path.read_text())
 
 
+def calls(path: Path) -> list[str]:
+    """The local activities (by name) and signals (``signal:kind``) of a recorded history, in order."""
+    found = []
+    for event in json.loads(path.read_text())["events"]:
+        if event["eventType"] == "EVENT_TYPE_MARKER_RECORDED":
+            data = event["markerRecordedEventAttributes"]["details"]["data"]["payloads"][0]["data"]
+            found.append(json.loads(base64.b64decode(data))["activity_type"])
+        elif event["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED":
+            attributes = event["workflowExecutionSignaledEventAttributes"]
+            data = json.loads(base64.b64decode(attributes["input"]["payloads"][0]["data"]))
+            found.append(f"{attributes['signalName']}:{data.get('kind') or data.get('state')}")
+    return found
+
+
 def test_histories_were_recorded() -> None:
     names = {p.stem for p in HISTORIES}
-    assert {"pod_happy_path", "pod_deleted_while_running"} <= names
+    assert names == {"pod_happy_path", "pod_deleted_while_running", "podgroup_gang_of_two"}
+
+
+def test_histories_show_what_their_names_say() -> None:
+    """Recorded from the list-based activities; the gang gathered its second member and bound both."""
+    histories = {p.stem: calls(p) for p in HISTORIES}
+    for found in histories.values():
+        assert {"build_job_spec", "submit_placeholder_job", "label_pods", "bind_pods", "remove_finalizers"} <= set(
+            found
+        )
+        assert found.index("cancel_job") < found.index("remove_finalizers")
+    deleted = histories["pod_deleted_while_running"]
+    assert deleted.index("bind_pods") < deleted.index("pod_event:deleting") < deleted.index("pod_event:gone")
+    assert deleted.index("pod_event:gone") < deleted.index("cancel_job")
+    gang = histories["podgroup_gang_of_two"]
+    assert gang.count("pod_event:added") == 2 and gang.count("submit_placeholder_job") == 1
+    assert gang.index("pod_event:added", 1) < gang.index("submit_placeholder_job")
+    assert gang.count("set_group_phase") == 3 and gang.count("pod_event:terminal") == 2
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
@@ -67,13 +101,17 @@ class ExtraCallWorkloadWorkflow(WorkloadWorkflow):
     """A deliberately incompatible edit: one more local activity before the lifecycle starts.
 
     The SDK matches local-activity markers by sequence number, so this one is caught when the recorded
-    results no longer fit the calls (a decoding failure), not as a command mismatch.
+    results no longer fit the shifted calls: as a failed activation (a result that decodes to nothing the code
+    can use) or as a command mismatch further on, depending on the history.
     """
 
     @workflow.run
     async def run(self, inp: WorkloadInput) -> str:
         await workflow.execute_local_activity(
-            "get_pod_state", inp.pod, result_type=PodStateResult, start_to_close_timeout=retry.CALL_TIMEOUT
+            "get_pod_states",
+            PodsInput(pods=[inp.pod]),
+            result_type=PodStatesResult,
+            start_to_close_timeout=retry.CALL_TIMEOUT,
         )
         return await super().run(inp)
 
@@ -89,5 +127,5 @@ async def test_a_new_command_fails_the_replay_as_nondeterminism(path: Path) -> N
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_an_extra_local_activity_fails_the_replay(path: Path) -> None:
     replayer = Replayer(workflows=[ExtraCallWorkloadWorkflow], data_converter=pydantic_data_converter)
-    with pytest.raises(RuntimeError, match="Failed decoding arguments"):
+    with pytest.raises((NondeterminismError, RuntimeError)):
         await replayer.replay_workflow(load(path))

@@ -9,6 +9,7 @@ nothing is downloaded.
 from __future__ import annotations
 
 import asyncio
+import json
 import sysconfig
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -20,27 +21,34 @@ from typing import Any
 
 import pytest
 from temporalio import activity
-from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.enums.v1 import EventType, IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from slinky.grouping import KIND_PODGROUP, GroupRef
 from slinky.models.jobspec import SlurmJobSpec, TranslateDefaults
 from slinky.models.workload import (
-    BindPodInput,
-    BindPodResult,
+    BindPodsInput,
+    BindPodsResult,
     BuildSpecInput,
     BuildSpecResult,
-    DeletePodInput,
+    DeletePodsInput,
     EventInput,
+    GroupPhaseInput,
     JobEvent,
     JobRef,
-    LabelPodInput,
+    LabelPodsInput,
     PodConditionInput,
+    PodEvent,
+    PodEventKind,
     PodRef,
+    PodsInput,
+    PodsResult,
     PodStateResult,
+    PodStatesResult,
     SubmitInput,
     SubmitResult,
     UpdateJobInput,
@@ -54,6 +62,13 @@ SCRIPTS = Path(sysconfig.get_path("scripts"))
 POD = PodRef(namespace="team-a", name="pod-a", uid="0b7c7d4e-0000-4000-8000-00000000000a")
 SPEC = SlurmJobSpec(pods=(POD.key,), partition="debug", cpus_per_task=1, memory_per_node_mib=100)
 JOB_ID = 42
+# A PodGroup gang of two: POD starts the lifecycle, POD2 (and a replacement, POD3) join with ADDED signals.
+GROUP = GroupRef(kind=KIND_PODGROUP, namespace=POD.namespace, name="gang")
+POD2 = PodRef(namespace="team-a", name="pod-b", uid="0b7c7d4e-0000-4000-8000-00000000000b")
+POD3 = PodRef(namespace="team-a", name="pod-c", uid="0b7c7d4e-0000-4000-8000-00000000000c")
+GANG_SPEC = SlurmJobSpec(
+    pods=(POD.key, POD2.key), partition="debug", min_nodes=2, max_nodes=2, cpus_per_task=1, memory_per_node_mib=100
+)
 SEARCH_ATTRIBUTES = (SA_PHASE, SA_JOB_ID, SA_PARTITION)
 
 
@@ -67,6 +82,19 @@ def workload_input(**overrides: Any) -> WorkloadInput:
     }
     values.update(overrides)
     return WorkloadInput(**values)
+
+
+def gang_input(**overrides: Any) -> WorkloadInput:
+    """A PodGroup gang of two started by POD; the second member arrives as a ``pod_event`` ADDED."""
+    values: dict[str, Any] = {
+        "group": GROUP,
+        "min_member": 2,
+        "kind": KIND_PODGROUP,
+        "workload_name": GROUP.name,
+        "gang_timeout_seconds": 300.0,
+    }
+    values.update(overrides)
+    return workload_input(**values)
 
 
 @dataclass
@@ -88,10 +116,16 @@ class FakeActivities:
     """When set, the submit fake waits for it before it answers (a slow slurmrestd)."""
     event_gate: asyncio.Event | None = None
     """When set, the record_event fake waits for it after recording the call (a slow apiserver)."""
-    labeled: bool = True
-    bind: BindPodResult | None = None
+    label_gone: set[str] = field(default_factory=set)
+    """UIDs that ``label_pods`` finds gone."""
+    bind: BindPodsResult | None = None
+    """What ``bind_pods`` answers; each pod on ``k8s-<slurm node>`` when unset."""
     update: UpdateJobResult = field(default_factory=lambda: UpdateJobResult(updated=True))
     pod_state: PodStateResult = field(default_factory=lambda: PodStateResult(exists=True, phase="Pending"))
+    """What ``get_pod_states`` answers for every asked pod (unless ``pod_states`` names it)."""
+    pod_states: dict[str, PodStateResult] = field(default_factory=dict)
+    cancel_gate: asyncio.Event | None = None
+    """When set, the cancel fake waits for it after recording the call (a slow slurmrestd)."""
     job: JobEvent | None = None
     """What ``get_job`` answers; PENDING for the asked id when unset."""
     calls: list[Call] = field(default_factory=list)
@@ -110,15 +144,18 @@ class FakeActivities:
         result: BuildSpecResult = self._next(self.build)
         return result
 
-    @activity.defn(name="label_pod")
-    async def label_pod(self, data: LabelPodInput) -> bool:
-        self._record("label_pod", data)
-        return self.labeled
+    @activity.defn(name="label_pods")
+    async def label_pods(self, data: LabelPodsInput) -> PodsResult:
+        self._record("label_pods", data)
+        return PodsResult(
+            done=[p.uid for p in data.pods if p.uid not in self.label_gone],
+            gone=[p.uid for p in data.pods if p.uid in self.label_gone],
+        )
 
-    @activity.defn(name="bind_pod")
-    async def bind_pod(self, data: BindPodInput) -> BindPodResult:
-        self._record("bind_pod", data)
-        return self.bind or BindPodResult(node=f"k8s-{data.slurm_node}")
+    @activity.defn(name="bind_pods")
+    async def bind_pods(self, data: BindPodsInput) -> BindPodsResult:
+        self._record("bind_pods", data)
+        return self.bind or BindPodsResult(nodes={b.pod.uid: f"k8s-{b.slurm_node}" for b in data.bindings})
 
     @activity.defn(name="set_pod_condition")
     async def set_pod_condition(self, data: PodConditionInput) -> None:
@@ -130,18 +167,22 @@ class FakeActivities:
         if self.event_gate is not None:
             await self.event_gate.wait()
 
-    @activity.defn(name="delete_pod")
-    async def delete_pod(self, data: DeletePodInput) -> None:
-        self._record("delete_pod", data)
+    @activity.defn(name="delete_pods")
+    async def delete_pods(self, data: DeletePodsInput) -> None:
+        self._record("delete_pods", data)
 
-    @activity.defn(name="get_pod_state")
-    async def get_pod_state(self, data: PodRef) -> PodStateResult:
-        self._record("get_pod_state", data)
-        return self.pod_state
+    @activity.defn(name="get_pod_states")
+    async def get_pod_states(self, data: PodsInput) -> PodStatesResult:
+        self._record("get_pod_states", data)
+        return PodStatesResult(states={p.uid: self.pod_states.get(p.uid, self.pod_state) for p in data.pods})
 
-    @activity.defn(name="remove_finalizer")
-    async def remove_finalizer(self, data: PodRef) -> None:
-        self._record("remove_finalizer", data)
+    @activity.defn(name="remove_finalizers")
+    async def remove_finalizers(self, data: PodsInput) -> None:
+        self._record("remove_finalizers", data)
+
+    @activity.defn(name="set_group_phase")
+    async def set_group_phase(self, data: GroupPhaseInput) -> None:
+        self._record("set_group_phase", data)
 
     # ------------------------------------------------------------------------------------ Slurm
     @activity.defn(name="submit_placeholder_job")
@@ -160,6 +201,8 @@ class FakeActivities:
     @activity.defn(name="cancel_job")
     async def cancel_job(self, data: JobRef) -> None:
         self._record("cancel_job", data)
+        if self.cancel_gate is not None:
+            await self.cancel_gate.wait()
 
     @activity.defn(name="get_job")
     async def get_job(self, data: JobRef) -> JobEvent:
@@ -169,13 +212,14 @@ class FakeActivities:
     def all(self) -> list[Callable[..., Any]]:
         return [
             self.build_job_spec,
-            self.label_pod,
-            self.bind_pod,
+            self.label_pods,
+            self.bind_pods,
             self.set_pod_condition,
             self.record_event,
-            self.delete_pod,
-            self.get_pod_state,
-            self.remove_finalizer,
+            self.delete_pods,
+            self.get_pod_states,
+            self.remove_finalizers,
+            self.set_group_phase,
             self.submit_placeholder_job,
             self.update_pending_job,
             self.cancel_job,
@@ -193,9 +237,69 @@ class FakeActivities:
         """(type, reason) of every recorded Kubernetes Event, in order."""
         return [(e.type, e.reason) for e in self.args("record_event")]
 
+    def group_phases(self) -> list[str]:
+        """Every PodGroup phase the workflow set, in order."""
+        return [g.phase for g in self.args("set_group_phase")]
+
     async def called(self, name: str, times: int = 1, timeout: float = 5.0) -> None:
         """Wait until ``name`` was called ``times`` times (no fixed sleeps in tests)."""
         await eventually(lambda: len(self.args(name)) >= times, timeout, f"{name} x{times}: {self.names()}")
+
+
+SIGNALED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+TASK_COMPLETED = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+EVENTS = ("record_event", "set_pod_condition")
+"""Best-effort calls; most scenarios assert them separately from the order of the real work."""
+
+
+async def job_event(
+    handle: WorkflowHandle[Any, Any], state: str, reason: str = "", *nodes: str, job_id: int = JOB_ID
+) -> None:
+    """The Slurm watcher's signal: the placeholder job (``job_id``) changed."""
+    await handle.signal(
+        WorkloadWorkflow.job_event, JobEvent(job_id=job_id, state=state, reason=reason, nodes=list(nodes))
+    )
+
+
+async def pod_event(handle: WorkflowHandle[Any, Any], kind: PodEventKind, pod: PodRef = POD, phase: str = "") -> None:
+    """The pod watcher's signal about one member (ADDED carries the name, as the watcher sends it)."""
+    await handle.signal(WorkloadWorkflow.pod_event, PodEvent(uid=pod.uid, name=pod.name, kind=kind, phase=phase))
+
+
+async def running_on(handle: WorkflowHandle[Any, Any], fakes: FakeActivities, *nodes: str) -> None:
+    """Drive a submitted workload to Running on ``nodes``."""
+    await step_is(handle, "wait_allocation")
+    await job_event(handle, "RUNNING", "None", *nodes)
+    await step_is(handle, "running")
+
+
+async def signal_applied(handle: WorkflowHandle[Any, Any], timeout: float = 5.0, *, last: bool = False) -> None:
+    """Wait until a workflow task completed after the first (or ``last``) signal: the workflow code has seen it.
+
+    With a short task timeout the worker heartbeats a task whose local activity is slow, so this happens
+    while that activity is still running.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        events = [e async for e in handle.fetch_history_events()]
+        signalled = [e.event_id for e in events if e.event_type == SIGNALED]
+        if signalled and any(
+            e.event_id > signalled[-1 if last else 0] for e in events if e.event_type == TASK_COMPLETED
+        ):
+            return
+        assert loop.time() < deadline, "the signal never reached the workflow code"
+        await asyncio.sleep(0.05)
+
+
+def marker_types(events: list[Any]) -> list[tuple[int, str]]:
+    """(event id, activity type) of each local-activity marker of a history."""
+    found = []
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            data = event.marker_recorded_event_attributes.details["data"].payloads[0].data
+            found.append((event.event_id, json.loads(data)["activity_type"]))
+    return found
 
 
 async def eventually(predicate: Callable[[], bool], timeout: float = 5.0, what: str = "") -> None:
@@ -249,8 +353,28 @@ def run_workload(env: WorkflowEnvironment, fakes: FakeActivities) -> Callable[..
     """Start ``WorkloadWorkflow`` on a fresh task queue, with a worker that runs the fakes."""
 
     @asynccontextmanager
-    async def _run(inp: WorkloadInput | None = None, **start: Any) -> AsyncIterator[WorkflowHandle[Any, str]]:
+    async def _run(
+        inp: WorkloadInput | None = None, *, early: Sequence[PodEvent] = (), **start: Any
+    ) -> AsyncIterator[WorkflowHandle[Any, str]]:
+        """``early``: pod events signalled before the worker runs, so they share the first workflow task
+        with the start (what the pod watcher's signal-with-start of several gang members produces)."""
         task_queue = f"wf-test-{uuid.uuid4()}"
+        handle: WorkflowHandle[Any, str] | None = None
+
+        async def start_workflow() -> WorkflowHandle[Any, str]:
+            return await env.client.start_workflow(
+                WorkloadWorkflow.run,
+                inp or workload_input(),
+                id=f"workload/test/{uuid.uuid4()}",
+                task_queue=task_queue,
+                execution_timeout=timedelta(days=7),
+                **start,
+            )
+
+        if early:
+            handle = await start_workflow()
+            for event in early:
+                await handle.signal(WorkloadWorkflow.pod_event, event)
         async with Worker(
             env.client,
             task_queue=task_queue,
@@ -259,14 +383,8 @@ def run_workload(env: WorkflowEnvironment, fakes: FakeActivities) -> Callable[..
             # A sandbox or determinism bug fails the test at once instead of retrying the task forever.
             workflow_failure_exception_types=[Exception],
         ):
-            handle = await env.client.start_workflow(
-                WorkloadWorkflow.run,
-                inp or workload_input(),
-                id=f"workload/test/{uuid.uuid4()}",
-                task_queue=task_queue,
-                execution_timeout=timedelta(days=7),
-                **start,
-            )
+            if handle is None:
+                handle = await start_workflow()
             try:
                 yield handle
             finally:

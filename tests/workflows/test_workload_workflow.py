@@ -8,85 +8,42 @@ test awaits the result or calls ``env.sleep``, so the long safety re-check never
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 from temporalio.testing import WorkflowEnvironment
 
 from slinky.models.jobspec import SlurmJobSpec
 from slinky.models.workload import (
-    BindPodResult,
+    BindPodsResult,
     BuildSpecResult,
     JobEvent,
     Phase,
+    PodBinding,
     PodEvent,
     PodEventKind,
     PodStateResult,
     SubmitResult,
 )
 from tests.workflows.conftest import (
+    EVENTS,
     JOB_ID,
     POD,
+    SIGNALED,
     SPEC,
     FakeActivities,
+    job_event,
+    marker_types,
+    pod_event,
+    running_on,
+    signal_applied,
     step_is,
     workload_input,
 )
 from workflows.workload import WorkloadWorkflow
-
-SIGNALED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
-TASK_COMPLETED = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
-EVENTS = ("record_event", "set_pod_condition")
-"""Best-effort calls; most scenarios assert them separately from the order of the real work."""
-
-
-async def job_event(handle: WorkflowHandle[Any, Any], state: str, reason: str = "", *nodes: str) -> None:
-    await handle.signal(
-        WorkloadWorkflow.job_event, JobEvent(job_id=JOB_ID, state=state, reason=reason, nodes=list(nodes))
-    )
-
-
-async def pod_event(handle: WorkflowHandle[Any, Any], kind: PodEventKind) -> None:
-    await handle.signal(WorkloadWorkflow.pod_event, PodEvent(uid=POD.uid, kind=kind))
-
-
-async def running_on(handle: WorkflowHandle[Any, Any], fakes: FakeActivities, *nodes: str) -> None:
-    """Drive a submitted workload to Running on ``nodes``."""
-    await step_is(handle, "wait_allocation")
-    await job_event(handle, "RUNNING", "None", *nodes)
-    await step_is(handle, "running")
-
-
-async def signal_applied(handle: WorkflowHandle[Any, Any], timeout: float = 5.0) -> None:
-    """Wait until a workflow task completed after the first signal: the workflow code has seen it.
-
-    With a short task timeout the worker heartbeats a task whose local activity is slow, so this happens
-    while that activity is still running.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        events = [e async for e in handle.fetch_history_events()]
-        signalled = [e.event_id for e in events if e.event_type == SIGNALED]
-        if signalled and any(e.event_id > signalled[0] for e in events if e.event_type == TASK_COMPLETED):
-            return
-        assert loop.time() < deadline, "the signal never reached the workflow code"
-        await asyncio.sleep(0.05)
-
-
-def marker_types(events: list[Any]) -> list[tuple[int, str]]:
-    """(event id, activity type) of each local-activity marker of a history."""
-    found = []
-    for event in events:
-        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
-            data = event.marker_recorded_event_attributes.details["data"].payloads[0].data
-            found.append((event.event_id, json.loads(data)["activity_type"]))
-    return found
 
 
 # ---------------------------------------------------------------------------------------- happy path
@@ -131,20 +88,21 @@ async def test_happy_path_binds_on_the_first_slurm_node_and_cleans_up_in_order(
     assert fakes.names() == [
         "build_job_spec",
         "submit_placeholder_job",
-        "label_pod",
+        "label_pods",
         "record_event",
         "set_pod_condition",
-        "bind_pod",
+        "bind_pods",
         "record_event",
         "cancel_job",
-        "remove_finalizer",
+        "remove_finalizers",
         "record_event",
     ]
     [submit] = fakes.args("submit_placeholder_job")
     assert submit.spec == SPEC and submit.workflow_id == handle.id
-    assert fakes.args("label_pod")[0].job_id == JOB_ID
-    [bind] = fakes.args("bind_pod")
-    assert (bind.slurm_node, bind.job_id, bind.pod) == ("slurm-3", JOB_ID, POD)
+    assert fakes.args("label_pods")[0].job_id == JOB_ID
+    [bind] = fakes.args("bind_pods")
+    assert bind.job_id == JOB_ID
+    assert bind.bindings == [PodBinding(pod=POD, slurm_node="slurm-3")]
     assert fakes.args("cancel_job")[0].job_id == JOB_ID
     assert fakes.events() == [
         ("Normal", "SlurmJobSubmitted"),
@@ -179,12 +137,12 @@ async def test_job_event_before_the_submit_result_is_recorded_still_binds(
     assert fakes.names(skip=EVENTS) == [
         "build_job_spec",
         "submit_placeholder_job",
-        "label_pod",
-        "bind_pod",
+        "label_pods",
+        "bind_pods",
         "cancel_job",
-        "remove_finalizer",
+        "remove_finalizers",
     ]
-    assert fakes.args("bind_pod")[0].slurm_node == "slurm-1"
+    assert fakes.args("bind_pods")[0].bindings == [PodBinding(pod=POD, slurm_node="slurm-1")]
 
 
 # ---------------------------------------------------------------------------------------- bad input
@@ -212,9 +170,9 @@ async def test_translation_error_waits_for_a_fix_then_submits(run_workload: Any,
         "build_job_spec",
         "build_job_spec",
         "submit_placeholder_job",
-        "label_pod",
+        "label_pods",
         "cancel_job",
-        "remove_finalizer",
+        "remove_finalizers",
     ]
 
 
@@ -246,7 +204,7 @@ async def test_slurm_rejection_waits_then_a_recheck_resubmits(run_workload: Any,
         [condition] = fakes.args("set_pod_condition")
         assert condition.reason == "SlurmJobRejected"
         assert "Invalid partition name specified" in condition.message
-        assert "label_pod" not in fakes.names()
+        assert "label_pods" not in fakes.names()
 
         await handle.signal(WorkloadWorkflow.recheck)
         why = await step_is(handle, "wait_allocation")
@@ -257,34 +215,42 @@ async def test_slurm_rejection_waits_then_a_recheck_resubmits(run_workload: Any,
     assert fakes.names(skip=EVENTS) == [
         "build_job_spec",
         "submit_placeholder_job",
-        "get_pod_state",
+        "get_pod_states",
         "build_job_spec",
         "submit_placeholder_job",
-        "label_pod",
+        "label_pods",
         "cancel_job",
-        "remove_finalizer",
+        "remove_finalizers",
     ]
 
 
 # ---------------------------------------------------------------------------------------- pod ends
-async def test_pod_deleted_while_pending_cancels_only_after_gone(run_workload: Any, fakes: FakeActivities) -> None:
+async def test_pod_deleted_while_pending_cancels_after_gone(run_workload: Any, fakes: FakeActivities) -> None:
+    """An unbound pod being deleted runs nowhere: the watcher reports it GONE (``pods.is_gone``)."""
     async with run_workload() as handle:
         await step_is(handle, "wait_allocation")
-        await pod_event(handle, PodEventKind.DELETING)
-        why = await step_is(handle, "wait_pod_gone")
-        assert why.phase == Phase.CLEANING_UP
         assert "cancel_job" not in fakes.names()
 
         await pod_event(handle, PodEventKind.GONE)
-        assert await handle.result() == "the pod ended while its job was pending"
+        assert await handle.result() == "the pods ended while their job was pending"
     assert fakes.names(skip=EVENTS) == [
         "build_job_spec",
         "submit_placeholder_job",
-        "label_pod",
+        "label_pods",
         "cancel_job",
-        "remove_finalizer",
+        "remove_finalizers",
     ]
-    assert fakes.names()[-2:] == ["remove_finalizer", "record_event"]
+    assert fakes.names()[-2:] == ["remove_finalizers", "record_event"]
+
+
+async def test_unbound_pod_deleting_counts_as_stopped(run_workload: Any, fakes: FakeActivities) -> None:
+    """A DELETING pod that was never bound has no containers: its pending job is cancelled without a GONE."""
+    async with run_workload() as handle:
+        await step_is(handle, "wait_allocation")
+        await pod_event(handle, PodEventKind.DELETING)
+        assert await handle.result() == "the pods ended while their job was pending"
+        assert (await handle.query(WorkloadWorkflow.why_pending)).phase == Phase.FINISHED
+    assert fakes.names(skip=EVENTS)[-2:] == ["cancel_job", "remove_finalizers"]
 
 
 async def test_pod_deleting_while_running_keeps_the_job_until_gone(run_workload: Any, fakes: FakeActivities) -> None:
@@ -297,7 +263,7 @@ async def test_pod_deleting_while_running_keeps_the_job_until_gone(run_workload:
         fakes.pod_state = PodStateResult(exists=True, phase="Running", deleting=True)
         fakes.job = JobEvent(job_id=JOB_ID, state="RUNNING", nodes=["slurm-1"])
         await handle.signal(WorkloadWorkflow.recheck)
-        await fakes.called("get_pod_state")
+        await fakes.called("get_pod_states")
         await step_is(handle, "wait_pod_gone")
         assert "cancel_job" not in fakes.names()
 
@@ -306,12 +272,12 @@ async def test_pod_deleting_while_running_keeps_the_job_until_gone(run_workload:
     assert fakes.names(skip=EVENTS) == [
         "build_job_spec",
         "submit_placeholder_job",
-        "label_pod",
-        "bind_pod",
-        "get_pod_state",
+        "label_pods",
+        "bind_pods",
+        "get_pod_states",
         "get_job",
         "cancel_job",
-        "remove_finalizer",
+        "remove_finalizers",
     ]
 
 
@@ -335,7 +301,7 @@ async def test_pod_that_never_stops_gets_its_job_cancelled_at_the_gone_timeout(
     waited = (ended_at - deleting_at).total_seconds()
     assert 120 <= waited < 121, f"the job was cancelled {waited}s after the pod began deleting, not at 120s"
     # One last look at the pod right at the deadline, then cancel, then the finalizer.
-    assert fakes.names(skip=EVENTS)[-4:] == ["get_pod_state", "get_job", "cancel_job", "remove_finalizer"]
+    assert fakes.names(skip=EVENTS)[-4:] == ["get_pod_states", "get_job", "cancel_job", "remove_finalizers"]
 
 
 # ---------------------------------------------------------------------------------------- job ends
@@ -343,19 +309,19 @@ async def test_job_ending_first_deletes_the_pod_and_does_not_cancel(run_workload
     async with run_workload() as handle:
         await running_on(handle, fakes, "slurm-1")
         await job_event(handle, "CANCELLED", "None", "slurm-1")
-        await fakes.called("delete_pod")
+        await fakes.called("delete_pods")
         await step_is(handle, "wait_pod_gone")
-        assert "remove_finalizer" not in fakes.names()
+        assert "remove_finalizers" not in fakes.names()
 
         await pod_event(handle, PodEventKind.GONE)
         assert await handle.result() == "the Slurm job ended (CANCELLED)"
     assert fakes.names(skip=EVENTS) == [
         "build_job_spec",
         "submit_placeholder_job",
-        "label_pod",
-        "bind_pod",
-        "delete_pod",
-        "remove_finalizer",
+        "label_pods",
+        "bind_pods",
+        "delete_pods",
+        "remove_finalizers",
     ]
     assert ("Warning", "SlurmJobEnded") in fakes.events()
 
@@ -364,15 +330,15 @@ async def test_vanished_job_while_pending_deletes_the_pod(run_workload: Any, fak
     async with run_workload() as handle:
         await step_is(handle, "wait_allocation")
         await job_event(handle, "VANISHED")
-        await fakes.called("delete_pod")
+        await fakes.called("delete_pods")
         await pod_event(handle, PodEventKind.GONE)
         assert await handle.result() == "the Slurm job ended (VANISHED)"
     assert fakes.names(skip=EVENTS) == [
         "build_job_spec",
         "submit_placeholder_job",
-        "label_pod",
-        "delete_pod",
-        "remove_finalizer",
+        "label_pods",
+        "delete_pods",
+        "remove_finalizers",
     ]
     assert fakes.events()[1] == ("Warning", "SlurmJobEnded")
 
@@ -400,13 +366,13 @@ async def test_annotation_change_while_pending_updates_the_pending_job(
     assert fakes.names(skip=EVENTS) == [
         "build_job_spec",
         "submit_placeholder_job",
-        "label_pod",
+        "label_pods",
         "build_job_spec",
         "update_pending_job",
         "build_job_spec",
-        "bind_pod",
+        "bind_pods",
         "cancel_job",
-        "remove_finalizer",
+        "remove_finalizers",
     ]
 
 
@@ -420,17 +386,17 @@ async def test_invalid_annotation_change_while_pending_keeps_the_job_and_still_b
         await pod_event(handle, PodEventKind.CHANGED)
         await fakes.called("set_pod_condition")
         await job_event(handle, "RUNNING", "None", "slurm-2")
-        await fakes.called("bind_pod")
+        await fakes.called("bind_pods")
         await pod_event(handle, PodEventKind.TERMINAL)
         await handle.result()
     assert fakes.names(skip=EVENTS) == [
         "build_job_spec",
         "submit_placeholder_job",
-        "label_pod",
+        "label_pods",
         "build_job_spec",
-        "bind_pod",
+        "bind_pods",
         "cancel_job",
-        "remove_finalizer",
+        "remove_finalizers",
     ]
     assert ("Warning", "SlurmJobInvalid") in fakes.events()
 
@@ -440,7 +406,7 @@ async def test_operator_cancel_while_running_tears_down_in_order(run_workload: A
     async with run_workload() as handle:
         await running_on(handle, fakes, "slurm-1")
         await handle.cancel()
-        await fakes.called("delete_pod")
+        await fakes.called("delete_pods")
         await step_is(handle, "wait_pod_gone")
         assert "cancel_job" not in fakes.names()
 
@@ -452,11 +418,11 @@ async def test_operator_cancel_while_running_tears_down_in_order(run_workload: A
     assert fakes.names(skip=EVENTS) == [
         "build_job_spec",
         "submit_placeholder_job",
-        "label_pod",
-        "bind_pod",
-        "delete_pod",
+        "label_pods",
+        "bind_pods",
+        "delete_pods",
         "cancel_job",
-        "remove_finalizer",
+        "remove_finalizers",
     ]
 
 
@@ -464,13 +430,13 @@ async def test_safety_recheck_finds_a_missed_allocation_and_binds(
     env: WorkflowEnvironment, run_workload: Any, fakes: FakeActivities
 ) -> None:
     fakes.job = JobEvent(job_id=JOB_ID, state="RUNNING", nodes=["slurm-5"])
-    fakes.bind = BindPodResult(node="worker-5")
+    fakes.bind = BindPodsResult(nodes={POD.uid: "worker-5"})
     async with run_workload(workload_input(safety_recheck_seconds=60.0)) as handle:
         await step_is(handle, "wait_allocation")
         assert "get_job" not in fakes.names()
 
         await env.sleep(61)  # no signal at all: only the durable re-check can notice the allocation
-        await fakes.called("bind_pod")
+        await fakes.called("bind_pods")
         why = await step_is(handle, "running")
         assert why.rechecks == 1 and why.message == f"bound to worker-5 by Slurm job {JOB_ID}"
 
@@ -479,20 +445,25 @@ async def test_safety_recheck_finds_a_missed_allocation_and_binds(
     assert fakes.names(skip=EVENTS)[:6] == [
         "build_job_spec",
         "submit_placeholder_job",
-        "label_pod",
-        "get_pod_state",
+        "label_pods",
+        "get_pod_states",
         "get_job",
-        "bind_pod",
+        "bind_pods",
     ]
     assert fakes.args("get_job")[0].workflow_id == handle.id
-    assert fakes.args("bind_pod")[0].slurm_node == "slurm-5"
+    assert fakes.args("bind_pods")[0].bindings == [PodBinding(pod=POD, slurm_node="slurm-5")]
 
 
 async def test_events_for_another_pod_uid_are_ignored(run_workload: Any, fakes: FakeActivities) -> None:
     async with run_workload() as handle:
         await step_is(handle, "wait_allocation")
         await handle.signal(WorkloadWorkflow.pod_event, PodEvent(uid="some-other-uid", kind=PodEventKind.GONE))
+        # Only a gang takes new members: an ADDED of another pod does not join a single-pod workload.
+        await handle.signal(
+            WorkloadWorkflow.pod_event, PodEvent(uid="some-other-uid", name="other", kind=PodEventKind.ADDED)
+        )
         why = await step_is(handle, "wait_allocation")
-        assert why.phase == Phase.PENDING
+        assert why.phase == Phase.PENDING and why.pods == [POD.key]
         await pod_event(handle, PodEventKind.GONE)
         await handle.result()
+    assert fakes.args("remove_finalizers")[0].pods == [POD]

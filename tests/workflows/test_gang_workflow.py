@@ -1,0 +1,362 @@
+"""``WorkloadWorkflow`` for a gang (a PodGroup of two) against scripted fake activities.
+
+One Slurm job for the whole gang, one member per allocated node. The first member starts the lifecycle;
+the others arrive as ``pod_event`` ADDED signals (the pod watcher's signal-with-start). Before the job
+starts a lost member cancels it and the gang gathers again; after the start the gang lives and dies
+together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
+
+from slinky.models.jobspec import SlurmJobSpec
+from slinky.models.workload import (
+    BuildSpecResult,
+    Phase,
+    PodBinding,
+    PodEvent,
+    PodEventKind,
+    SubmitResult,
+)
+from tests.workflows.conftest import (
+    EVENTS,
+    GANG_SPEC,
+    GROUP,
+    JOB_ID,
+    POD,
+    POD2,
+    POD3,
+    FakeActivities,
+    gang_input,
+    job_event,
+    pod_event,
+    signal_applied,
+    step_is,
+)
+from workflows.workload import WorkloadWorkflow
+
+NEXT_JOB_ID = JOB_ID + 1
+RESUBMIT_SPEC = SlurmJobSpec(pods=(POD.key, POD3.key), partition="debug", min_nodes=2, max_nodes=2)
+
+
+async def gang_running(handle: WorkflowHandle[Any, Any]) -> None:
+    """Gather the second member, then let Slurm start the job on two nodes."""
+    await step_is(handle, "wait_members")
+    await pod_event(handle, PodEventKind.ADDED, POD2)
+    await step_is(handle, "wait_allocation")
+    await job_event(handle, "RUNNING", "None", "slurm-1", "slurm-2")
+    await step_is(handle, "running")
+
+
+async def replays(handle: WorkflowHandle[Any, Any]) -> None:
+    replayer = Replayer(workflows=[WorkloadWorkflow], data_converter=pydantic_data_converter)
+    await replayer.replay_workflow(await handle.fetch_history())
+
+
+def gang_fakes(fakes: FakeActivities) -> FakeActivities:
+    fakes.build = [BuildSpecResult(spec=GANG_SPEC, kind="PodGroup", workload_name=GROUP.name)]
+    return fakes
+
+
+# ---------------------------------------------------------------------------------------- gathering
+async def test_gang_waits_for_min_member_then_submits_one_job_for_both(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    gang_fakes(fakes)
+    async with run_workload(gang_input()) as handle:
+        why = await step_is(handle, "wait_members")
+        assert (why.min_member, why.missing_members, why.job_id, why.pods) == (2, 1, None, [POD.key])
+        assert "1 more of 2" in why.message
+        assert fakes.names() == []  # nothing is translated or submitted for half a gang
+
+        # A change of the one member present does not submit half a gang either.
+        await pod_event(handle, PodEventKind.CHANGED)
+        why = await step_is(handle, "wait_members")
+        assert why.missing_members == 1 and fakes.names() == []
+
+        await pod_event(handle, PodEventKind.ADDED, POD2)
+        why = await step_is(handle, "wait_allocation")
+        assert (why.missing_members, why.job_id, why.submit_attempts) == (0, JOB_ID, 1)
+        assert why.pods == [POD.key, POD2.key]
+        assert fakes.group_phases() == ["Scheduling"]
+
+        await job_event(handle, "RUNNING", "None", "slurm-1", "slurm-2")
+        await step_is(handle, "running")
+        assert fakes.group_phases() == ["Scheduling", "Running"]
+
+        await pod_event(handle, PodEventKind.TERMINAL, POD, "Succeeded")
+        await pod_event(handle, PodEventKind.TERMINAL, POD2, "Succeeded")
+        assert await handle.result() == "the workload ended"
+
+    assert fakes.names(skip=EVENTS) == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pods",
+        "set_group_phase",
+        "bind_pods",
+        "set_group_phase",
+        "set_group_phase",
+        "cancel_job",
+        "remove_finalizers",
+    ]
+    assert fakes.group_phases() == ["Scheduling", "Running", "Finished"]
+    assert all(g.group == GROUP for g in fakes.args("set_group_phase"))
+    [build] = fakes.args("build_job_spec")
+    assert (build.pods, build.group) == ([POD, POD2], GROUP)
+    [submit] = fakes.args("submit_placeholder_job")
+    assert submit.spec == GANG_SPEC
+    [label] = fakes.args("label_pods")
+    assert (label.pods, label.job_id) == ([POD, POD2], JOB_ID)
+    assert fakes.args("remove_finalizers")[0].pods == [POD, POD2]
+    assert fakes.events()[0] == ("Normal", "SlurmJobSubmitted")
+    assert fakes.args("record_event")[0].pods == [POD, POD2]
+
+
+async def test_bind_assigns_one_member_per_allocated_node(run_workload: Any, fakes: FakeActivities) -> None:
+    gang_fakes(fakes)
+    async with run_workload(gang_input()) as handle:
+        await gang_running(handle)
+        why = await handle.query(WorkloadWorkflow.why_pending)
+        assert why.message == f"bound to k8s-slurm-1, k8s-slurm-2 by Slurm job {JOB_ID}"
+    [bind] = fakes.args("bind_pods")
+    assert bind.job_id == JOB_ID
+    assert bind.bindings == [PodBinding(pod=POD, slurm_node="slurm-1"), PodBinding(pod=POD2, slurm_node="slurm-2")]
+    # One Scheduled Event per member, each naming its own node.
+    scheduled = [e for e in fakes.args("record_event") if e.reason == "Scheduled"]
+    assert [(e.pods, e.message.split(" to ")[1].split(" ")[0]) for e in scheduled] == [
+        ([POD], "k8s-slurm-1"),
+        ([POD2], "k8s-slurm-2"),
+    ]
+
+
+async def test_gang_timeout_warns_once_and_keeps_waiting(
+    env: WorkflowEnvironment, run_workload: Any, fakes: FakeActivities
+) -> None:
+    gang_fakes(fakes)
+    async with run_workload(gang_input(gang_timeout_seconds=120.0)) as handle:
+        await step_is(handle, "wait_members")
+        await env.sleep(60)
+        assert fakes.names() == []
+
+        await env.sleep(61)  # past the gang timeout
+        await fakes.called("record_event")
+        [warning] = fakes.args("record_event")
+        assert (warning.type, warning.reason, warning.pods) == ("Warning", "GangIncomplete", [POD])
+        assert "1 of 2 members" in warning.message and "gang" in warning.message
+        why = await step_is(handle, "wait_members")
+        assert why.missing_members == 1 and why.job_id is None
+
+        await env.sleep(600)  # still waiting, and warned only once
+        assert fakes.events() == [("Warning", "GangIncomplete")]
+        assert "submit_placeholder_job" not in fakes.names()
+
+        await pod_event(handle, PodEventKind.ADDED, POD2)
+        why = await step_is(handle, "wait_allocation")
+        assert why.job_id == JOB_ID
+        for pod in (POD, POD2):
+            await pod_event(handle, PodEventKind.GONE, pod)
+        await handle.result()
+    assert fakes.names(skip=EVENTS)[:3] == ["build_job_spec", "submit_placeholder_job", "label_pods"]
+
+
+async def test_members_arriving_in_the_first_workflow_task_all_count(run_workload: Any, fakes: FakeActivities) -> None:
+    """Two members' signal-with-start land before the workflow's first task: neither ADDED may be lost."""
+    gang_fakes(fakes)
+    early = [
+        PodEvent(uid=POD.uid, name=POD.name, kind=PodEventKind.ADDED),
+        PodEvent(uid=POD2.uid, name=POD2.name, kind=PodEventKind.ADDED),
+    ]
+    async with run_workload(gang_input(), early=early) as handle:
+        why = await step_is(handle, "wait_allocation")
+        assert why.pods == [POD.key, POD2.key] and why.missing_members == 0
+        for pod in (POD, POD2):
+            await pod_event(handle, PodEventKind.GONE, pod)
+        await handle.result()
+        await replays(handle)  # the fix is behind workflow.patched(): its own history must replay
+    assert fakes.args("build_job_spec")[0].pods == [POD, POD2]
+
+
+# ---------------------------------------------------------------------------------------- lost before start
+async def test_member_deleted_while_pending_cancels_and_resubmits_with_a_new_member(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    fakes.build = [BuildSpecResult(spec=GANG_SPEC), BuildSpecResult(spec=RESUBMIT_SPEC)]
+    fakes.submit = [SubmitResult(job_id=JOB_ID), SubmitResult(job_id=NEXT_JOB_ID)]
+    async with run_workload(gang_input()) as handle:
+        await step_is(handle, "wait_members")
+        await pod_event(handle, PodEventKind.ADDED, POD2)
+        await step_is(handle, "wait_allocation")
+        await job_event(handle, "PENDING", "Resources")
+
+        await pod_event(handle, PodEventKind.DELETING, POD2)
+        await fakes.called("cancel_job")
+        why = await step_is(handle, "wait_members")
+        assert (why.phase, why.job_id, why.missing_members) == (Phase.SUBMITTING, None, 1)
+        assert fakes.args("cancel_job")[0].job_id == JOB_ID
+        # The departed member's finalizer goes now; the one staying keeps its own for the next job.
+        assert fakes.args("remove_finalizers")[0].pods == [POD2]
+        assert ("Warning", "GangMemberLost") in fakes.events()
+
+        # The departed member's end, and the end of the cancelled job, change nothing.
+        await pod_event(handle, PodEventKind.GONE, POD2)
+        await job_event(handle, "CANCELLED", "None")
+        why = await step_is(handle, "wait_members")
+        assert why.missing_members == 1 and fakes.names().count("submit_placeholder_job") == 1
+
+        await pod_event(handle, PodEventKind.ADDED, POD3)
+        why = await step_is(handle, "wait_allocation")
+        assert (why.job_id, why.submit_attempts) == (NEXT_JOB_ID, 2)
+
+        await job_event(handle, "RUNNING", "None", "slurm-1", "slurm-2", job_id=NEXT_JOB_ID)
+        await step_is(handle, "running")
+        for pod in (POD, POD3):
+            await pod_event(handle, PodEventKind.TERMINAL, pod, "Succeeded")
+        assert await handle.result() == "the workload ended"
+
+    assert fakes.names(skip=EVENTS) == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pods",
+        "set_group_phase",
+        "cancel_job",
+        "remove_finalizers",
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pods",
+        "set_group_phase",
+        "bind_pods",
+        "set_group_phase",
+        "set_group_phase",
+        "cancel_job",
+        "remove_finalizers",
+    ]
+    assert [b.pods for b in fakes.args("build_job_spec")] == [[POD, POD2], [POD, POD3]]
+    assert [s.spec for s in fakes.args("submit_placeholder_job")] == [GANG_SPEC, RESUBMIT_SPEC]
+    assert [(lbl.pods, lbl.job_id) for lbl in fakes.args("label_pods")] == [
+        ([POD, POD2], JOB_ID),
+        ([POD, POD3], NEXT_JOB_ID),
+    ]
+    assert [c.job_id for c in fakes.args("cancel_job")] == [JOB_ID, NEXT_JOB_ID]
+    assert fakes.args("bind_pods")[0].bindings == [
+        PodBinding(pod=POD, slurm_node="slurm-1"),
+        PodBinding(pod=POD3, slurm_node="slurm-2"),
+    ]
+    assert fakes.group_phases() == ["Scheduling", "Scheduling", "Running", "Finished"]
+
+
+async def test_replacement_added_while_the_lost_member_is_released_joins_the_resubmission(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    """A controller recreates a deleted member at once: its ADDED may arrive while the old job is cancelled."""
+    fakes.build = [BuildSpecResult(spec=GANG_SPEC), BuildSpecResult(spec=RESUBMIT_SPEC)]
+    fakes.submit = [SubmitResult(job_id=JOB_ID), SubmitResult(job_id=NEXT_JOB_ID)]
+    fakes.cancel_gate = asyncio.Event()
+    async with run_workload(gang_input(), task_timeout=timedelta(seconds=1)) as handle:
+        await step_is(handle, "wait_members")
+        await pod_event(handle, PodEventKind.ADDED, POD2)
+        await step_is(handle, "wait_allocation")
+        await pod_event(handle, PodEventKind.DELETING, POD2)
+        await fakes.called("cancel_job")
+
+        await pod_event(handle, PodEventKind.ADDED, POD3)  # while the old job is still being cancelled
+        await signal_applied(handle, last=True)
+        fakes.cancel_gate.set()
+
+        why = await step_is(handle, "wait_allocation")
+        assert (why.job_id, why.submit_attempts) == (NEXT_JOB_ID, 2)
+        for pod in (POD, POD2, POD3):
+            await pod_event(handle, PodEventKind.GONE, pod)
+        await handle.result()
+        await replays(handle)
+    assert [b.pods for b in fakes.args("build_job_spec")] == [[POD, POD2], [POD, POD3]]
+
+
+# ---------------------------------------------------------------------------------------- after start
+async def test_member_failed_after_start_deletes_the_rest_and_cancels_after_both_stopped(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    gang_fakes(fakes)
+    async with run_workload(gang_input()) as handle:
+        await gang_running(handle)
+        await pod_event(handle, PodEventKind.TERMINAL, POD, "Failed")
+        await fakes.called("delete_pods")
+        assert fakes.args("delete_pods")[0].pods == [POD2]
+        await step_is(handle, "wait_pod_gone")
+        assert fakes.group_phases() == ["Scheduling", "Running", "Failed"]
+
+        # The other member is terminating on its node: the allocation stays until it stopped.
+        await pod_event(handle, PodEventKind.DELETING, POD2)
+        await step_is(handle, "wait_pod_gone")
+        assert "cancel_job" not in fakes.names()
+
+        await pod_event(handle, PodEventKind.GONE, POD2)
+        assert await handle.result() == f"member {POD.key} failed"
+    assert fakes.names(skip=EVENTS) == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "label_pods",
+        "set_group_phase",
+        "bind_pods",
+        "set_group_phase",
+        "delete_pods",
+        "set_group_phase",
+        "cancel_job",
+        "remove_finalizers",
+    ]
+    lost = next(e for e in fakes.args("record_event") if e.reason == "GangMemberLost")
+    assert (lost.type, lost.pods) == ("Warning", [POD2])
+    assert fakes.args("remove_finalizers")[0].pods == [POD, POD2]
+
+
+async def test_member_deleted_after_start_deletes_the_rest(run_workload: Any, fakes: FakeActivities) -> None:
+    gang_fakes(fakes)
+    async with run_workload(gang_input()) as handle:
+        await gang_running(handle)
+        await pod_event(handle, PodEventKind.DELETING, POD2)
+        await fakes.called("delete_pods")
+        assert fakes.args("delete_pods")[0].pods == [POD]
+        for pod in (POD, POD2):
+            await step_is(handle, "wait_pod_gone")
+            assert "cancel_job" not in fakes.names()
+            await pod_event(handle, PodEventKind.GONE, pod)
+        assert await handle.result() == f"member {POD2.key} was deleted"
+    assert fakes.group_phases() == ["Scheduling", "Running", "Failed"]
+    assert fakes.names(skip=EVENTS)[-2:] == ["cancel_job", "remove_finalizers"]
+
+
+async def test_all_members_succeeded_finishes_the_group(run_workload: Any, fakes: FakeActivities) -> None:
+    gang_fakes(fakes)
+    async with run_workload(gang_input()) as handle:
+        await gang_running(handle)
+        await pod_event(handle, PodEventKind.TERMINAL, POD2, "Succeeded")
+        why = await step_is(handle, "running")  # one member done: the gang still runs
+        assert "cancel_job" not in fakes.names() and "delete_pods" not in fakes.names()
+        assert why.job_id == JOB_ID
+
+        await pod_event(handle, PodEventKind.TERMINAL, POD, "Succeeded")
+        assert await handle.result() == "the workload ended"
+    assert fakes.group_phases() == ["Scheduling", "Running", "Finished"]
+    assert "delete_pods" not in fakes.names()
+    assert fakes.names(skip=EVENTS)[-3:] == ["set_group_phase", "cancel_job", "remove_finalizers"]
+
+
+async def test_job_ending_first_deletes_every_member(run_workload: Any, fakes: FakeActivities) -> None:
+    gang_fakes(fakes)
+    async with run_workload(gang_input()) as handle:
+        await gang_running(handle)
+        await job_event(handle, "TIMEOUT", "None", "slurm-1", "slurm-2")
+        await fakes.called("delete_pods")
+        assert fakes.args("delete_pods")[0].pods == [POD, POD2]
+        for pod in (POD, POD2):
+            await pod_event(handle, PodEventKind.GONE, pod)
+        assert await handle.result() == "the Slurm job ended (TIMEOUT)"
+    assert "cancel_job" not in fakes.names()
+    assert fakes.group_phases() == ["Scheduling", "Running", "Failed"]
