@@ -114,7 +114,7 @@ async def test_gang_waits_for_min_member_then_submits_one_job_for_both(
     [submit] = fakes.args("submit_placeholder_job")
     assert submit.spec == GANG_SPEC
     [label] = fakes.args("label_pods")
-    assert (label.pods, label.job_id) == ([POD, POD2], JOB_ID)
+    assert (label.pods, label.job_id, label.workflow_id) == ([POD, POD2], JOB_ID, handle.id)
     assert fakes.args("remove_finalizers")[0].pods == [POD, POD2]
     assert fakes.events()[0] == ("Normal", "SlurmJobSubmitted")
     assert fakes.args("record_event")[0].pods == [POD, POD2]

@@ -99,7 +99,8 @@ async def test_happy_path_binds_on_the_first_slurm_node_and_cleans_up_in_order(
     ]
     [submit] = fakes.args("submit_placeholder_job")
     assert submit.spec == SPEC and submit.workflow_id == handle.id
-    assert fakes.args("label_pods")[0].job_id == JOB_ID
+    [label] = fakes.args("label_pods")
+    assert (label.pods, label.job_id, label.workflow_id) == ([POD], JOB_ID, handle.id)
     [bind] = fakes.args("bind_pods")
     assert bind.job_id == JOB_ID
     assert bind.bindings == [PodBinding(pod=POD, slurm_node="slurm-3")]
