@@ -247,13 +247,11 @@ class KubeActivities:
                 )
             return node
         path = pod_path(ref.namespace, ref.name)
-        annotations = pod["metadata"].get("annotations") or {}
-        if annotations.get(wellknown.ANNOTATION_SLURM_NODE) != node:
-            await self.kube.patch(path, {"metadata": {"annotations": {wellknown.ANNOTATION_SLURM_NODE: node}}})
+        # The API server copies a Binding's annotations onto the pod: node annotation and binding in one call.
         binding = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": ref.name, "uid": ref.uid},
+            "metadata": {"name": ref.name, "uid": ref.uid, "annotations": {wellknown.ANNOTATION_SLURM_NODE: node}},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
@@ -272,6 +270,10 @@ class KubeActivities:
             if not bound_now:
                 raise ApplicationError("binding conflicted; retry", type="KubeConflict") from None
             raise ApplicationError("pod bound elsewhere", type="AlreadyBound", non_retryable=True) from None
+        except KubeRejected as err:
+            if err.status_code == 403:
+                return None  # the namespace is being deleted: its pods are going
+            raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         telemetry.PODS_BOUND.inc()
         created = _parse_time(pod["metadata"].get("creationTimestamp"))
         if created is not None:

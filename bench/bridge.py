@@ -221,6 +221,16 @@ class Bench:
                     "metadata": {"name": name, "namespace": ns},
                     "spec": {
                         "schedulerName": scheduler,
+                        # Nodes known to Slurm carry the bridge's NoExecute taint; kube-scheduler's pods
+                        # tolerate it, as the admission webhook makes the bridge's pods do.
+                        "tolerations": [
+                            {
+                                "key": wellknown.TAINT_MANAGED_NODE,
+                                "operator": "Equal",
+                                "value": wellknown.SCHEDULER_NAME,
+                                "effect": "NoExecute",
+                            }
+                        ],
                         "containers": [
                             {
                                 "name": "c",
@@ -268,6 +278,8 @@ class Bench:
             "apiVersion: kubescheduler.config.k8s.io/v1beta1\nkind: KubeSchedulerConfiguration\n"
             f"clientConnection:\n  kubeconfig: {self.env['KUBECONFIG']}\n  qps: 200\n  burst: 400\n"
             "leaderElection:\n  leaderElect: false\n"
+            # Loopback only: by default 1.20 serves healthz and metrics on every address.
+            "healthzBindAddress: 127.0.0.1:10251\nmetricsBindAddress: 127.0.0.1:10251\n"
             f"profiles:\n- schedulerName: {KS_NAME}\n"
         )
         log = open(stack.STATE / "logs" / "bench-kube-scheduler.log", "ab")

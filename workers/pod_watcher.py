@@ -66,9 +66,16 @@ class Seen:
 
 
 def spec_hash(pod: Obj) -> str:
-    """What a re-translation depends on: annotations and the spec (not status, not labels we write)."""
-    relevant = {"annotations": pod["metadata"].get("annotations") or {}, "spec": pod.get("spec") or {}}
-    relevant["annotations"].pop(wellknown.ANNOTATION_SLURM_NODE, None)
+    """What a re-translation depends on: the workload annotations and the spec (not what the bridge writes)."""
+    annotations = pod["metadata"].get("annotations") or {}
+    relevant = {
+        "annotations": {
+            k: v
+            for k, v in annotations.items()
+            if k.startswith(wellknown.PREFIX_SLURMJOB) or k in wellknown.DEPRECATED_ANNOTATION_ALIASES
+        },
+        "spec": pod.get("spec") or {},
+    }
     return hashlib.sha1(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
 
 

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from slinky.grouping import KIND_PODGROUP
@@ -94,6 +95,7 @@ REASON_DEPRECATED = "DeprecatedAnnotation"
 REASON_UPDATE_FAILED = "SlurmJobUpdateFailed"
 REASON_GANG_INCOMPLETE = "GangIncomplete"
 REASON_GANG_MEMBER_LOST = "GangMemberLost"
+REASON_LIFECYCLE_FAILED = "SlurmBridgeFailed"
 
 # workflow.patched() ids: fixes that change the commands of an existing history.
 PATCH_EARLY_MEMBERS = "gang-early-members"
@@ -325,6 +327,11 @@ class WorkloadWorkflow:
             return await self._lifecycle()
         except Ended as end:
             return str(end)
+        except ActivityError as err:
+            # A permanent failure (e.g. the pod was bound elsewhere): never leave the job or the
+            # finalizers behind; the pods are left to their controllers. Then fail, visibly.
+            await self._abandon(f"the lifecycle failed: {err.cause or err}")
+            raise
         except asyncio.CancelledError:
             # Operator cancel: tear everything down, then report the cancellation.
             self.step = "cancelled"
@@ -609,6 +616,15 @@ class WorkloadWorkflow:
         self._set_phase(Phase.FINISHED)
         self.step = "done"
         return why
+
+    async def _abandon(self, why: str) -> None:
+        """Release what the bridge holds (job, finalizers) without touching the pods, and say why."""
+        self.step = "abandon"
+        if self.job_id is not None and not self._job_ended():
+            await self._do("cancel_job", JobRef(job_id=self.job_id), retry.SLURM)
+        await self._do("remove_finalizers", PodsInput(pods=self._refs()))
+        await self._event(REASON_LIFECYCLE_FAILED, why[:500], "Warning", list(self.members.values()))
+        self._set_phase(Phase.FINISHED)
 
     async def _teardown(self, why: str) -> None:
         """Operator cancel: delete the pods, wait for them to stop, cancel the job, remove the finalizers."""
