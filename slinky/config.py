@@ -57,6 +57,12 @@ class TemporalSettings(BaseModel):
     task_queue: str = Field("slinky-bridge", description="Task queue of the bridge workers.")
 
 
+class WorkerSettings(BaseModel):
+    """The Temporal worker process."""
+
+    sandbox: bool = Field(False, description="Run workflows in the Temporal sandbox (slower; see workers/bridge.py).")
+
+
 class TelemetrySettings(BaseModel):
     """Logging and metrics."""
 
@@ -74,6 +80,7 @@ class Settings(BaseSettings):
     kube: KubeSettings = Field(default_factory=KubeSettings)
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     # Well-known environment variables of the dev stack and of the charts.

@@ -17,7 +17,8 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.kube import KubeActivities
 from activities.slurm import SlurmActivities
@@ -80,6 +81,11 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
         # After a kill -9 the next worker picks the workflow up within seconds, not 10 s.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
         max_concurrent_local_activities=200,
+        # The sandbox re-imports modules for every workflow run, which made the worker CPU-bound at a few
+        # lifecycles per second on 2 cores. Determinism is guarded where it is cheap instead: the
+        # workflow tests run sandboxed, replay tests replay recorded histories, and import-linter keeps
+        # I/O libraries out of workflows/. SLINKY_WORKER__SANDBOX=true restores it.
+        workflow_runner=SandboxedWorkflowRunner() if settings.worker.sandbox else UnsandboxedWorkflowRunner(),
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
     background = [
