@@ -377,20 +377,20 @@ class KubeActivities:
         finalizers = list(pod["metadata"].get("finalizers") or [])
         if wellknown.FINALIZER_SCHEDULER not in finalizers:
             return
-        finalizers.remove(wellknown.FINALIZER_SCHEDULER)
-        patch = {
-            "metadata": {
-                "uid": ref.uid,
-                "resourceVersion": pod["metadata"]["resourceVersion"],
-                "finalizers": finalizers or None,
-            }
-        }
+        # A JSON patch that tests exactly what it removes: status updates by the node in between do not
+        # conflict, as a resourceVersion precondition would.
+        at = f"/metadata/finalizers/{finalizers.index(wellknown.FINALIZER_SCHEDULER)}"
+        ops = [
+            {"op": "test", "path": "/metadata/uid", "value": ref.uid},
+            {"op": "test", "path": at, "value": wellknown.FINALIZER_SCHEDULER},
+            {"op": "remove", "path": at},
+        ]
         try:
-            await self.kube.patch(pod_path(ref.namespace, ref.name), patch)
+            await self.kube.patch(pod_path(ref.namespace, ref.name), ops, patch_type="json")
         except KubeNotFound:
             return
-        except KubeConflict as err:
-            raise ApplicationError("pod changed under us; retry", type="KubeConflict") from err
+        except KubeRejected as err:
+            raise ApplicationError("finalizers changed under us; retry", type="KubeConflict") from err
 
     @activity.defn(name="set_group_phase")
     async def set_group_phase(self, data: GroupPhaseInput) -> None:

@@ -14,6 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 
+_STARTED: list[subprocess.Popen[bytes]] = []
+
+
 def _starttime(pid: int) -> str | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -79,6 +82,8 @@ class ProcessTable:
                 start_new_session=True,
             )
         self.record(name, proc.pid)
+        # The daemon outlives this object; keep the handle so Python does not warn it is still running.
+        _STARTED.append(proc)
         return proc.pid
 
     def stop(self, name: str, *, timeout: float = 10.0) -> bool:

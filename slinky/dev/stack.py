@@ -581,22 +581,7 @@ def start_slurm(procs: ProcessTable, nodes: int) -> None:
         log=logs / "munged.log",
     )
     _wait("munged", lambda: (root / "run" / "munge" / "munge.socket.2").exists(), timeout=20)
-    # unshare --uts gives slurmctld the hostname that matches SlurmctldHost; exec keeps the PID.
-    procs.start(
-        "slurmctld",
-        [
-            "unshare",
-            "--uts",
-            "--",
-            "sh",
-            "-c",
-            f'hostname {SLURM_CTL_HOST} && exec "$@"',
-            "sh",
-            *_chroot("/usr/sbin/slurmctld", "-D", "-i"),
-        ],
-        log=logs / "slurmctld.log",
-    )
-    _wait("slurmctld", lambda: _run(_chroot("/usr/bin/scontrol", "ping")).stdout.count("UP") > 0, timeout=30)
+    start_slurmctld(procs)
     rest = _chroot(
         "/usr/sbin/slurmrestd",
         "-a",
@@ -612,6 +597,37 @@ def start_slurm(procs: ProcessTable, nodes: int) -> None:
     _ensure_slurm_nodes(nodes)
     _mint_jwt()
     log(f"Slurm up: slurmctld, slurmrestd on 127.0.0.1:{PORTS.slurmrestd}, {nodes} external nodes")
+
+
+def start_slurmctld(procs: ProcessTable) -> None:
+    """slurmctld in the foreground, keeping its saved state (jobs, dynamic nodes) across restarts."""
+    # unshare --uts gives slurmctld the hostname that matches SlurmctldHost; exec keeps the PID.
+    procs.start(
+        "slurmctld",
+        [
+            "unshare",
+            "--uts",
+            "--",
+            "sh",
+            "-c",
+            f'hostname {SLURM_CTL_HOST} && exec "$@"',
+            "sh",
+            *_chroot("/usr/sbin/slurmctld", "-D", "-i"),
+        ],
+        log=STATE / "logs" / "slurmctld.log",
+    )
+    _wait("slurmctld", lambda: _run(_chroot("/usr/bin/scontrol", "ping")).stdout.count("UP") > 0, timeout=30)
+
+
+def restart_slurmctld(*, kill: bool = False, down_seconds: float = 0.0) -> None:
+    """Stop slurmctld (SIGTERM, or SIGKILL to simulate a crash), wait, start it again (tests of outages)."""
+    procs = ProcessTable(STATE / "pids")
+    pid = procs.running("slurmctld")
+    if pid is not None and kill:
+        os.kill(pid, 9)
+    procs.stop("slurmctld")
+    time.sleep(down_seconds)
+    start_slurmctld(procs)
 
 
 def _ensure_slurm_nodes(nodes: int) -> None:

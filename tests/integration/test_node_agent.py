@@ -49,13 +49,18 @@ def eventually(probe: Callable[[], Any], timeout: float = 20.0, interval: float 
     pytest.fail(f"condition not met within {timeout}s; last value: {value!r}")
 
 
+NOBODYS_SCHEDULER = "no-scheduler"
+"""Not the bridge's: the bridge worker runs in the stack and would schedule (and clean up) these pods."""
+TEST_FINALIZER = "test.slinky.slurm.net/hold"
+
+
 def make_bound_pod(core: client.CoreV1Api, namespace: str, node: str, annotations: dict[str, str] | None = None) -> str:
     """Create a pod for a scheduler nobody runs, then bind it through the binding subresource."""
     name = f"p-{uuid.uuid4().hex[:8]}"
     pod = client.V1Pod(
         metadata=client.V1ObjectMeta(name=name, annotations=annotations or {}),
         spec=client.V1PodSpec(
-            scheduler_name=wellknown.SCHEDULER_NAME,
+            scheduler_name=NOBODYS_SCHEDULER,
             containers=[client.V1Container(name="main", image="busybox")],
         ),
     )
@@ -135,7 +140,7 @@ def test_pod_without_run_seconds_runs_until_deleted(core: client.CoreV1Api, name
 def test_finalizer_holds_a_deleted_pod(core: client.CoreV1Api, namespace: str) -> None:
     """The agent releases the pod but never strips finalizers: whoever owns one decides."""
     name = make_bound_pod(core, namespace, NODES[3])
-    finalizer = {"metadata": {"finalizers": [wellknown.FINALIZER_SCHEDULER]}}
+    finalizer = {"metadata": {"finalizers": [TEST_FINALIZER]}}
     core.patch_namespaced_pod(name, namespace, finalizer)
     eventually(lambda: phase(core, namespace, name) == "Running")
 
@@ -143,7 +148,7 @@ def test_finalizer_holds_a_deleted_pod(core: client.CoreV1Api, namespace: str) -
     pod = eventually(
         lambda: (p := core.read_namespaced_pod(name, namespace)).metadata.deletion_grace_period_seconds == 0 and p
     )
-    assert pod.metadata.finalizers == [wellknown.FINALIZER_SCHEDULER]
+    assert pod.metadata.finalizers == [TEST_FINALIZER]
     assert pod.status.container_statuses[0].state.terminated is not None
 
     core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": None}})

@@ -118,3 +118,31 @@ async def test_watcher_follows_a_job_through_its_life(client: SlurmClient) -> No
     assert watcher.errors == 0
     # One request per interval: a few seconds at 0.1 s is tens of polls, not hundreds.
     assert polls < 200
+
+
+async def test_watcher_keeps_going_across_a_slurmctld_restart(client: SlurmClient) -> None:
+    """slurmctld stops and restarts underneath the watcher: it resyncs and reports what changed meanwhile."""
+    from slinky.dev import stack
+
+    watcher = JobWatcher(client, interval_seconds=0.1)
+    name = f"restart-{uuid.uuid4().hex[:8]}"
+    events: list[tuple[int, JobEventType]] = []
+    async with watcher.running():
+        await watcher.wait_synced(timeout=10)
+        job_a = await client.submit_job(_external(name + "-a"))
+        await watcher.wait_for(job_a, lambda j: j.is_running, timeout=20)
+        watcher.add_callback(lambda e: events.append((e.job_id, e.type)))
+        await asyncio.to_thread(stack.restart_slurmctld, down_seconds=2.0)
+        # Changes made right after the restart must still reach subscribers of the same watcher.
+        await client.cancel_job(job_a)
+        job_b = await client.submit_job(_external(name + "-b"))
+        finished = await watcher.wait_for(job_a, lambda j: j.is_finished, timeout=60)
+        running_b = await watcher.wait_for(job_b, lambda j: j.is_running, timeout=60)
+        polls_after = watcher.polls
+        await asyncio.sleep(0.5)
+        assert watcher.polls > polls_after, "still polling"
+    await client.cancel_job(job_b)
+    assert finished.state == "CANCELLED"
+    assert running_b.nodes
+    assert (job_b, JobEventType.ADDED) in events
+    assert (job_a, JobEventType.FINISHED) in events
