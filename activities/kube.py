@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from slinky import pods, telemetry, wellknown
+from slinky import pods, wellknown
 from slinky.clients.errors import KubeConflict, KubeNotFound, KubeRejected, KubeUnavailable
 from slinky.clients.kube import KubeClient, Obj, pod_path
 from slinky.grouping import KIND_LWS, GroupRef
@@ -56,15 +55,6 @@ class NodeView(Protocol):
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_time(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _retryable(err: KubeUnavailable) -> ApplicationError:
@@ -190,32 +180,25 @@ class KubeActivities:
         )
 
     async def _label(self, ref: PodRef, job_id: int, workflow_id: str) -> bool:
-        pod = await self._get_pod(ref)
-        if pod is None:
-            return False
-        finalizers = list(pod["metadata"].get("finalizers") or [])
-        labels = pod["metadata"].get("labels") or {}
-        if labels.get(wellknown.LABEL_SLURM_JOB_ID) == str(job_id) and wellknown.FINALIZER_SCHEDULER in finalizers:
-            return True
-        if pod["metadata"].get("deletionTimestamp"):
-            return False  # a finalizer cannot be added to a deleting object
-        if wellknown.FINALIZER_SCHEDULER not in finalizers:
-            finalizers.append(wellknown.FINALIZER_SCHEDULER)
+        """One strategic-merge patch, no read: finalizers merge (others kept), the UID must match."""
         patch = {
             "metadata": {
                 "uid": ref.uid,
-                "resourceVersion": pod["metadata"]["resourceVersion"],
                 "labels": {wellknown.LABEL_SLURM_JOB_ID: str(job_id)},
                 "annotations": {wellknown.ANNOTATION_WORKFLOW_ID: workflow_id} if workflow_id else {},
-                "finalizers": finalizers,
+                "finalizers": [wellknown.FINALIZER_SCHEDULER],
             }
         }
         try:
-            await self.kube.patch(pod_path(ref.namespace, ref.name), patch)
+            await self.kube.patch(pod_path(ref.namespace, ref.name), patch, patch_type="strategic")
         except KubeNotFound:
             return False
-        except KubeConflict as err:
-            raise ApplicationError("pod changed under us; retry", type="KubeConflict") from err
+        except KubeRejected as err:
+            if err.status_code == 422:
+                # Another pod now has this name (UID differs), or the pod is being deleted (no new
+                # finalizers then): either way it will not run this job.
+                return False
+            raise
         return True
 
     @activity.defn(name="bind_pods")
@@ -231,22 +214,10 @@ class KubeActivities:
         return out
 
     async def _bind(self, ref: PodRef, slurm_node: str) -> str | None:
+        """POST the binding straight away (the common case); read the pod only when the server objects."""
         node = self.nodes.kube_node_for(slurm_node)
         if node is None:
             raise ApplicationError(f"Slurm node {slurm_node} maps to no Kubernetes node", type="NoKubeNodeMatch")
-        pod = await self._get_pod(ref)
-        if pod is None or pods.is_gone(pod):
-            return None
-        bound = pod["spec"].get("nodeName")
-        if bound:
-            if bound != node:
-                raise ApplicationError(
-                    f"pod {ref.key} already bound to {bound}, allocation is on {node}",
-                    type="AlreadyBound",
-                    non_retryable=True,
-                )
-            return node
-        path = pod_path(ref.namespace, ref.name)
         # The API server copies a Binding's annotations onto the pod: node annotation and binding in one call.
         binding = {
             "apiVersion": "v1",
@@ -255,11 +226,11 @@ class KubeActivities:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            await self.kube.create(path + "/binding", binding)
+            await self.kube.create(pod_path(ref.namespace, ref.name, "binding"), binding)
         except KubeNotFound:
             return None
         except KubeConflict:
-            # Already bound (a retry whose first try succeeded), or deleted since we read it (the API
+            # Already bound (a retry whose first try succeeded, or bound elsewhere), or deleted since (the API
             # server answers 409 to binding a pod that is being deleted): read back and compare.
             again = await self._get_pod(ref)
             bound_now = again["spec"].get("nodeName") if again is not None else None
@@ -269,15 +240,15 @@ class KubeActivities:
                 return None
             if not bound_now:
                 raise ApplicationError("binding conflicted; retry", type="KubeConflict") from None
-            raise ApplicationError("pod bound elsewhere", type="AlreadyBound", non_retryable=True) from None
+            raise ApplicationError(
+                f"pod {ref.key} already bound to {bound_now}, allocation is on {node}",
+                type="AlreadyBound",
+                non_retryable=True,
+            ) from None
         except KubeRejected as err:
             if err.status_code == 403:
                 return None  # the namespace is being deleted: its pods are going
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
-        telemetry.PODS_BOUND.inc()
-        created = _parse_time(pod["metadata"].get("creationTimestamp"))
-        if created is not None:
-            telemetry.CREATE_TO_BOUND.observe(max(0.0, time.time() - created))
         return node
 
     @activity.defn(name="set_pod_condition")

@@ -270,6 +270,86 @@ class Bench:
                 return
             await asyncio.sleep(0.5)
 
+    # ------------------------------------------------------------------------------------------- gangs
+    async def raw_gang(self, size: int) -> float:
+        """Seconds from submitting one ``size``-node EXTERNAL_JOB to seeing it RUNNING (5 ms poll)."""
+        desc = {
+            "name": "bench-raw-gang",
+            "partition": wellknown.DEFAULT_PARTITION,
+            "flags": ["EXTERNAL_JOB"],
+            "minimum_nodes": size,
+            "maximum_nodes": size,
+            "tasks_per_node": 1,
+            "shared": ["none"],
+            "current_working_directory": "/tmp",
+            "admin_comment": json.dumps({"pods": ["bench/raw-gang"]}),
+        }
+        t0 = time.monotonic()
+        job_id = (await self.rest.post("/job/submit", json={"job": desc})).json()["job_id"]
+        while True:
+            state = (await self.rest.get(f"/jobs/state?job_id={job_id}")).json()["jobs"][0]["state"]
+            if "RUNNING" in state:
+                elapsed = time.monotonic() - t0
+                break
+            await asyncio.sleep(0.005)
+        await self.rest.delete(f"/job/{job_id}")
+        await asyncio.sleep(1)
+        return elapsed
+
+    async def bridge_gang(self, size: int) -> float:
+        """Seconds from the last member's creation to every member bound (one PodGroup, one job)."""
+        async with self.namespace("bench-gang") as ns:
+            await self.kube.create(
+                f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups",
+                {
+                    "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                    "kind": "PodGroup",
+                    "metadata": {"name": "g", "namespace": ns},
+                    "spec": {"minMember": size},
+                },
+            )
+            rv = (await self.kube.get(pod_path(ns)))["metadata"]["resourceVersion"]
+            bound: set[str] = set()
+            done = asyncio.Event()
+
+            async def watch() -> None:
+                async for event in self.kube.watch(pod_path(ns), {"resourceVersion": rv, "timeoutSeconds": 300}):
+                    obj = event["object"]
+                    if obj.get("spec", {}).get("nodeName"):
+                        bound.add(obj["metadata"]["name"])
+                        if len(bound) == size:
+                            done.set()
+                            return
+
+            watcher = asyncio.create_task(watch())
+            names = [f"m{i}" for i in range(size)]
+            await asyncio.gather(
+                *(
+                    self.kube.create(
+                        pod_path(ns),
+                        {
+                            "apiVersion": "v1",
+                            "kind": "Pod",
+                            "metadata": {"name": n, "namespace": ns, "labels": {wellknown.LABEL_POD_GROUP: "g"}},
+                            "spec": {
+                                "schedulerName": wellknown.SCHEDULER_NAME,
+                                "containers": [{"name": "c", "image": "busybox"}],
+                            },
+                        },
+                    )
+                    for n in names
+                )
+            )
+            last_created = time.monotonic()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), timeout=180)
+            elapsed = time.monotonic() - last_created if done.is_set() else float("nan")
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
+            await self.delete_pods(ns, names)
+            return elapsed
+
     # ------------------------------------------------------------------------------------------- kube-scheduler
     def start_kube_scheduler(self) -> None:
         binary = Path(self.env.get("SLINKY_DEV_KUBE_BIN", stack.KUBE_BIN)) / "kube-scheduler"
@@ -312,9 +392,10 @@ async def main() -> int:
     parser.add_argument("--rate", type=float, default=10.0, help="offered pods/s for the latency runs")
     parser.add_argument("--nodes", type=int, default=64, help="extra nodes for the benchmark")
     parser.add_argument("--settle", type=float, default=32.0, help="seconds for caches to see the new nodes")
+    parser.add_argument("--gang", type=int, default=0, help="also time one PodGroup of this size (0: skip)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    if args.pods > args.nodes:
+    if max(args.pods, args.gang) > args.nodes:
         raise SystemExit("--pods must not exceed --nodes: every placeholder job takes a whole node")
     env = stack.load_env_file()
     bench = Bench(env, args)
@@ -335,6 +416,15 @@ async def main() -> int:
         calls["other_per_pod"] = round(calls["other"] / args.pods, 2)
         results["bridge_rest_calls"] = calls
         results["bridge_burst"] = await bench.pods(wellknown.SCHEDULER_NAME, args.pods, None, "bench-br")
+        if args.gang:
+            raw_gang = await bench.raw_gang(args.gang)
+            bridge_gang = await bench.bridge_gang(args.gang)
+            results["gang"] = {
+                "size": args.gang,
+                "raw_slurm_submit_to_running_ms": round(raw_gang * 1000, 1),
+                "bridge_last_pod_to_all_bound_ms": round(bridge_gang * 1000, 1),
+                "difference_ms": round((bridge_gang - raw_gang) * 1000, 1),
+            }
     finally:
         await bench.teardown()
     raw, ks, br = results["raw_slurm_paced"], results["kube_scheduler_burst"], results["bridge_paced"]
@@ -360,6 +450,8 @@ async def main() -> int:
         print(f"{key:28} {r['p50_ms']:>9} {r['p99_ms']:>9} {r['per_second']:>9} {r['n']:>5}")
     print("slurmrestd requests during the bridge's paced run:", results["bridge_rest_calls"])
     print("ratios:", results["ratios"])
+    if "gang" in results:
+        print("gang:", results["gang"])
     return 0
 
 

@@ -13,6 +13,7 @@ its resourceVersion and relists after 410 Gone.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -63,6 +64,7 @@ class Seen:
     gone: bool
     spec_hash: str
     workflow_id: str
+    bound: bool = False
 
 
 def spec_hash(pod: Obj) -> str:
@@ -77,6 +79,15 @@ def spec_hash(pod: Obj) -> str:
         "spec": pod.get("spec") or {},
     }
     return hashlib.sha1(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
+def _count_binding(pod: Obj) -> None:
+    """A managed pod was seen bound for the first time: count it, and time it from its creation."""
+    telemetry.PODS_BOUND.inc()
+    created = pod["metadata"].get("creationTimestamp")
+    if created:
+        age = time.time() - dt.datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+        telemetry.CREATE_TO_BOUND.observe(max(0.0, age))
 
 
 def owner_kind(pod: Obj) -> tuple[str, str]:
@@ -183,8 +194,11 @@ class PodWatcher:
             gone=pods.is_gone(pod),
             spec_hash=spec_hash(pod),
             workflow_id=workflow_id,
+            bound=bool(pods.node_name(pod)),
         )
         unbound = not pods.node_name(pod)
+        if previous is not None and previous.managed and not previous.bound and not unbound:
+            _count_binding(pod)
         if unbound and not (now.deleting or now.terminal) and not now.started:
             # Also on the first sight after a restart: starting an existing lifecycle is a no-op.
             now.managed = now.started = True

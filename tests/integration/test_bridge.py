@@ -702,9 +702,9 @@ async def _bind_one(acts: KubeActivities, ref: PodRef) -> bool:
 async def test_bind_of_a_pod_deleted_after_it_was_read_reports_it_gone(
     dev_env: dict[str, str], kube: Kube, ns: str
 ) -> None:
-    """The allocation comes while the pod is being deleted: bind_pod read the pod just before the
-    deletion, so the binding itself is refused (409). That is "pod gone", not a permanent AlreadyBound
-    error (which failed the bind step and left the job and the finalizer behind)."""
+    """The allocation comes while the pod is being deleted: the binding is refused (409). That is "pod
+    gone", not a permanent AlreadyBound error (which failed the bind step and left the job and the
+    finalizer behind). The bind posts first and reads the pod only after such a refusal."""
     hold = "test.slinky.slurm.net/hold"
     kube.create_pod(ns, "racer", scheduler_name="nobody")  # the bridge leaves it alone
     kube.patch(ns, "racer", {"metadata": {"finalizers": [hold]}})
@@ -719,19 +719,19 @@ async def test_bind_of_a_pod_deleted_after_it_was_read_reports_it_gone(
     reads = 0
     real_get = acts._get_pod
 
-    async def read_before_the_deletion(pod: PodRef) -> dict[str, Any] | None:
+    async def counted(pod: PodRef) -> dict[str, Any] | None:
         nonlocal reads
         reads += 1
-        return before if reads == 1 else await real_get(pod)
+        return await real_get(pod)
 
-    acts._get_pod = read_before_the_deletion  # type: ignore[method-assign]
+    acts._get_pod = counted  # type: ignore[method-assign]
     try:
         gone = await _bind_one(acts, ref)
     finally:
         await kube_client.aclose()
         kube.patch(ns, "racer", {"metadata": {"finalizers": None}})
     assert gone
-    assert reads == 2
+    assert reads == 1, "one read, after the refusal"
     assert not node_of(kube.pod(ns, "racer"))
 
 
