@@ -40,7 +40,10 @@ class JobIndex(Protocol):
     def live_job_of(self, workflow_id: str) -> JobInfo | None: ...
 
 
-def job_event_of(job: JobInfo) -> JobEvent:
+def job_event_of(job: JobInfo, *, vanished: bool = False) -> JobEvent:
+    """The ``job_event`` signal (and re-check answer) for a job as Slurm reports it."""
+    if vanished:
+        return JobEvent(job_id=job.job_id, state="VANISHED")
     return JobEvent(
         job_id=job.job_id,
         state=job.state,

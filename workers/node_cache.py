@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slinky import wellknown
-from slinky.clients.errors import KubeError, SlurmError
-from slinky.clients.kube import KubeClient, KubeGone
+from slinky.clients.errors import SlurmError
+from slinky.clients.kube import KubeClient
 from slinky.clients.slurm import SlurmApi
 
 logger = logging.getLogger(__name__)
@@ -54,30 +54,15 @@ class NodeCache:
         await asyncio.gather(self._watch_kube(), self._refresh_slurm())
 
     async def _watch_kube(self) -> None:
-        rv = ""
-        while True:
-            try:
-                if not rv:
-                    listing = await self.kube.get("/api/v1/nodes")
-                    self._nodes = {n["metadata"]["name"]: n for n in listing["items"]}
-                    rv = listing["metadata"]["resourceVersion"]
-                    self._reindex()
-                    self.synced.set()
-                async for event in self.kube.watch("/api/v1/nodes", {"resourceVersion": rv, "timeoutSeconds": 300}):
-                    obj = event["object"]
-                    rv = obj["metadata"]["resourceVersion"]
-                    if event["type"] == "BOOKMARK":
-                        continue
-                    if event["type"] == "DELETED":
-                        self._nodes.pop(obj["metadata"]["name"], None)
-                    else:
-                        self._nodes[obj["metadata"]["name"]] = obj
-                    self._reindex()
-            except KubeGone:
-                rv = ""
-            except KubeError as err:
-                logger.warning("node watch failed: %s; retrying", err)
-                await asyncio.sleep(1)
+        async for kind, obj in self.kube.list_watch("/api/v1/nodes"):
+            if kind == "SYNC":
+                self._nodes = {n["metadata"]["name"]: n for n in obj["items"]}
+                self.synced.set()
+            elif kind == "DELETED":
+                self._nodes.pop(obj["metadata"]["name"], None)
+            else:
+                self._nodes[obj["metadata"]["name"]] = obj
+            self._reindex()
 
     async def _refresh_slurm(self) -> None:
         while True:

@@ -28,7 +28,7 @@ from slinky.clients.errors import (
     SlurmError,
     SlurmNotFound,
 )
-from slinky.clients.kube import KubeClient, KubeGone
+from slinky.clients.kube import KubeClient
 from slinky.clients.slurm import Node as SlurmNode
 from slinky.clients.slurm import NodeUpdate, SlurmApi
 from slinky.config import Settings
@@ -126,29 +126,17 @@ class NodeSyncer:
         self._wake.set()
 
     async def _watch_kube(self) -> None:
-        rv = ""
-        while True:
-            try:
-                if not rv:
-                    listing = await self.kube.get("/api/v1/nodes")
-                    fresh = {n["metadata"]["name"]: n for n in listing["items"]}
-                    for name in self._nodes.keys() - fresh.keys():
-                        self._dirty_slurm.add(slurm_node_name(self._nodes[name]))
-                    self._nodes = fresh
-                    self._dirty.update(fresh)
-                    rv = listing["metadata"]["resourceVersion"]
-                    self._listed = True
-                    self._wake.set()
-                async for event in self.kube.watch("/api/v1/nodes", {"resourceVersion": rv, "timeoutSeconds": 300}):
-                    obj = event["object"]
-                    rv = obj["metadata"]["resourceVersion"]
-                    if event["type"] != "BOOKMARK":
-                        self._on_event(event["type"], obj)
-            except KubeGone:
-                rv = ""
-            except KubeError as err:
-                logger.warning("node watch failed: %s; retrying", err)
-                await asyncio.sleep(1)
+        async for kind, obj in self.kube.list_watch("/api/v1/nodes"):
+            if kind != "SYNC":
+                self._on_event(kind, obj)
+                continue
+            fresh = {n["metadata"]["name"]: n for n in obj["items"]}
+            for name in self._nodes.keys() - fresh.keys():
+                self._dirty_slurm.add(slurm_node_name(self._nodes[name]))
+            self._nodes = fresh
+            self._dirty.update(fresh)
+            self._listed = True
+            self._wake.set()
 
     def _on_event(self, kind: str, obj: Obj) -> None:
         name = obj["metadata"]["name"]

@@ -34,7 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from slinky import pods, telemetry, wellknown
 from slinky.clients.errors import KubeError, KubeNotFound
-from slinky.clients.kube import KubeClient, KubeGone, Obj
+from slinky.clients.kube import KubeClient, Obj
 from slinky.grouping import GroupRef, group_of, min_member
 from slinky.models.jobspec import TranslateDefaults
 from slinky.models.workload import PodEvent, PodEventKind, PodRef, WorkloadInput, workload_workflow_id
@@ -128,29 +128,16 @@ class PodWatcher:
 
     async def run(self) -> None:
         selector = {"fieldSelector": f"spec.schedulerName={self.scheduler_name}"}
-        rv = ""
-        while True:
-            try:
-                if not rv:
-                    listing = await self.kube.get("/api/v1/pods", selector)
-                    rv = listing["metadata"]["resourceVersion"]
-                    live = set()
-                    for pod in listing["items"]:
-                        live.add(pod["metadata"]["uid"])
-                        self.observe("ADDED", pod)
-                    for uid in [u for u in self.seen if u not in live]:
-                        self._vanished(uid)
-                params = {**selector, "resourceVersion": rv, "timeoutSeconds": 300}
-                async for event in self.kube.watch("/api/v1/pods", params):
-                    obj = event["object"]
-                    rv = obj["metadata"]["resourceVersion"]
-                    if event["type"] != "BOOKMARK":
-                        self.observe(event["type"], obj)
-            except KubeGone:
-                rv = ""
-            except KubeError as err:
-                logger.warning("pod watch failed: %s; resuming", err)
-                await asyncio.sleep(1)
+        async for kind, obj in self.kube.list_watch("/api/v1/pods", selector):
+            if kind != "SYNC":
+                self.observe(kind, obj)
+                continue
+            live = set()
+            for pod in obj["items"]:
+                live.add(pod["metadata"]["uid"])
+                self.observe("ADDED", pod)
+            for uid in [u for u in self.seen if u not in live]:
+                self._vanished(uid)
 
     def _vanished(self, uid: str) -> None:
         seen = self.seen.pop(uid, None)

@@ -15,7 +15,8 @@ from collections.abc import Hashable
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from slinky import hostlist, telemetry
+from activities.slurm import job_event_of
+from slinky import telemetry
 from slinky.clients.slurm import JobEvent as WatchEvent
 from slinky.clients.slurm import JobEventType, JobInfo, JobWatcher, SlurmApi
 from slinky.models.workload import JobEvent, workflow_id_from_job_comment
@@ -28,17 +29,6 @@ SIGNAL_CONCURRENCY = 32
 def _identity(job: JobInfo) -> Hashable:
     # The comment names the owning workflow and never changes: a reused id with another owner is news.
     return (job.submit_time, job.name, job.comment)
-
-
-def to_signal(job: JobInfo, vanished: bool = False) -> JobEvent:
-    if vanished:
-        return JobEvent(job_id=job.job_id, state="VANISHED")
-    return JobEvent(
-        job_id=job.job_id,
-        state=job.state,
-        reason=job.state_reason,
-        nodes=hostlist.expand(job.nodes) if job.is_running else [],
-    )
 
 
 def is_news(event: WatchEvent) -> bool:
@@ -85,7 +75,7 @@ class SlurmJobRouter:
         else:
             self._live[workflow_id] = event.job
         if is_news(event):
-            task = asyncio.create_task(self._signal(workflow_id, to_signal(event.job, vanished)))
+            task = asyncio.create_task(self._signal(workflow_id, job_event_of(event.job, vanished=vanished)))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 

@@ -12,9 +12,11 @@ KubeUnavailable.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import json
+import logging
 import os
 import ssl
 import tempfile
@@ -27,6 +29,7 @@ import yaml
 
 from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeRejected, KubeUnavailable
 
+logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 PatchType = Literal["merge", "strategic", "json"]
 CONTENT_TYPES: Final = {
@@ -250,3 +253,31 @@ class KubeClient:
                     yield event
         except httpx.TransportError as err:
             raise KubeUnavailable(f"WATCH {path}: {type(err).__name__}", status_code=None) from err
+
+    async def list_watch(
+        self, path: str, params: Mapping[str, Any] | None = None, *, timeout_seconds: int = 300
+    ) -> AsyncIterator[tuple[str, Obj]]:
+        """Yield ``("SYNC", listing)`` after every (re)list, then ``(event type, object)`` for each change.
+
+        The informer loop every watcher of ours needs, written once: it resumes from the last
+        resourceVersion when a watch ends, relists after 410 Gone, and retries transient failures
+        after a second. Bookmarks only advance the resourceVersion.
+        """
+        rv = ""
+        while True:
+            try:
+                if not rv:
+                    listing = await self.get(path, params)
+                    rv = listing["metadata"]["resourceVersion"]
+                    yield "SYNC", listing
+                query = {**(params or {}), "resourceVersion": rv, "timeoutSeconds": timeout_seconds}
+                async for event in self.watch(path, query):
+                    obj = event["object"]
+                    rv = obj["metadata"]["resourceVersion"]
+                    if event["type"] != "BOOKMARK":
+                        yield event["type"], obj
+            except KubeGone:
+                rv = ""
+            except KubeError as err:  # unavailable, or refused (e.g. RBAC being set up): keep trying
+                logger.warning("watch %s failed: %s; resuming", path, err)
+                await asyncio.sleep(1)

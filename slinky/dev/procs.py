@@ -13,7 +13,6 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-
 _STARTED: list[subprocess.Popen[bytes]] = []
 
 

@@ -5,7 +5,6 @@ from slinky.models.jobspec import (
     TranslateDefaults,
     TranslationResult,
     TranslationWarning,
-    WorkloadRef,
     admin_comment_for,
     pods_from_admin_comment,
 )
@@ -15,7 +14,6 @@ __all__ = [
     "TranslateDefaults",
     "TranslationResult",
     "TranslationWarning",
-    "WorkloadRef",
     "admin_comment_for",
     "pods_from_admin_comment",
 ]

@@ -67,23 +67,6 @@ def _is_pod_key(key: str) -> bool:
     return bool(sep and namespace and name and "/" not in name)
 
 
-class WorkloadRef(BaseModel):
-    """The Kubernetes object a Slurm job stands for (a Pod, or its top-level owner)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    kind: str = Field(description="Kubernetes kind, e.g. Pod, Job, JobSet.")
-    api_version: str = Field("v1", description="apiVersion of the object, e.g. batch/v1.")
-    namespace: str
-    name: str
-    uid: str
-
-    @property
-    def key(self) -> str:
-        """``namespace/name``."""
-        return f"{self.namespace}/{self.name}"
-
-
 class TranslateDefaults(BaseModel):
     """Defaults the translator applies before anything derived from the workload (bridge settings).
 
