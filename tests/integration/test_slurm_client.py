@@ -146,3 +146,38 @@ async def test_watcher_keeps_going_across_a_slurmctld_restart(client: SlurmClien
     assert running_b.nodes
     assert (job_b, JobEventType.ADDED) in events
     assert (job_a, JobEventType.FINISHED) in events
+
+
+def test_cli_lists_nodes_and_jobs_as_json(dev_env: dict[str, str]) -> None:
+    """`slinky slurm nodes|partitions|ping --json` read the real slurmrestd with the env file's settings."""
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, **{k: v for k, v in dev_env.items() if k != "PATH"}}
+
+    def cli(*args: str) -> object:
+        out = subprocess.run(
+            [sys.executable, "-m", "slinky.cli", "slurm", *args, "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+        return json.loads(out)
+
+    nodes = cli("nodes")
+    assert isinstance(nodes, list)
+    names = {n["name"] for n in nodes}
+    assert {"slinky-node-1", "slinky-node-2"} <= names
+    partitions = cli("partitions")
+    assert isinstance(partitions, list) and PARTITION in {p["name"] for p in partitions}
+    missing = subprocess.run(
+        [sys.executable, "-m", "slinky.cli", "slurm", "job", "999999999"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode != 0 and "999999999" in missing.stderr
