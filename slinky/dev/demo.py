@@ -70,6 +70,49 @@ def _sh(env: dict[str, str], *argv: str, check: bool = True) -> str:
     return proc.stdout
 
 
+def gang_scenario(env: dict[str, str], slinky: list[str]) -> int:
+    """The seed gang: a PodGroup of two nginx pods (a ReplicaSet) runs as ONE 2-node Slurm job."""
+    print("\n== Bridge: the seed PodGroup of two 3000m nginx pods (deploy/examples/podgroup-nginx.yaml)")
+    print("   (no schedulerName in the manifest: the admission webhook sets it in the managed namespace)")
+    _sh(env, "kubectl", "delete", "-f", str(EXAMPLES / "podgroup-nginx.yaml"), "--ignore-not-found", "--wait=true")
+    _sh(env, "kubectl", "apply", "-f", str(EXAMPLES / "podgroup-nginx.yaml"))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        nodes = _sh(
+            env,
+            "kubectl",
+            "get",
+            "pods",
+            "-n",
+            "slurm-bridge",
+            "-l",
+            "app=nginx",
+            "-o",
+            "jsonpath={.items[*].spec.nodeName}",
+        ).split()
+        if len(nodes) == 2:
+            break
+        time.sleep(0.2)
+    else:
+        print("demo: the nginx gang was not bound within 60 s; see .slinky-dev/logs/bridge-worker.log")
+        return 1
+    print("$ kubectl get pods -n slurm-bridge -l app=nginx -o wide")
+    print(_sh(env, "kubectl", "get", "pods", "-n", "slurm-bridge", "-l", "app=nginx", "-o", "wide"), end="")
+    print("$ kubectl get podgroup nginx -o jsonpath='{.status.phase}'")
+    print(
+        "  " + _sh(env, "kubectl", "get", "podgroup", "-n", "slurm-bridge", "nginx", "-o", "jsonpath={.status.phase}")
+    )
+    print("$ slinky slurm jobs   (one job, two nodes)")
+    print(
+        "\n".join(
+            line
+            for line in _sh(env, *slinky, "slurm", "jobs").splitlines()
+            if ("nginx" in line and "RUNNING" in line) or line.startswith(("JOB", "ID"))
+        )
+    )
+    return 0
+
+
 def bridge_scenario(env: dict[str, str]) -> int:
     """The seed scenario: the pause pod is bound next to its Slurm job, visible from all three sides."""
     slinky = [sys.executable, "-m", "slinky.cli"]
@@ -128,6 +171,8 @@ def bridge_scenario(env: dict[str, str]) -> int:
     print(events[events.find("Events:") :].rstrip())
     print("$ slinky workloads show pause-pod")
     print(_sh(env, *slinky, "workloads", "show", "pause-pod").rstrip())
+    if gang_scenario(env, slinky) != 0:
+        return 1
     ui = env["TEMPORAL_UI_URL"]
     print(f'\nTemporal Web UI: {ui}/namespaces/default/workflows  (search: SlinkyWorkloadName="pause-pod")')
     print(f"source {stack.STATE / 'env'}   # then kubectl, temporal and slinky work from your shell")
