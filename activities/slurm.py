@@ -39,6 +39,8 @@ class JobIndex(Protocol):
 
     def live_job_of(self, workflow_id: str) -> JobInfo | None: ...
 
+    def expect(self, job: JobInfo) -> None: ...
+
 
 def job_event_of(job: JobInfo, *, vanished: bool = False) -> JobEvent:
     """The ``job_event`` signal (and re-check answer) for a job as Slurm reports it."""
@@ -87,6 +89,18 @@ class SlurmActivities:
             raise _unavailable(err) from err
         except SlurmRejected as err:
             return SubmitResult(error_number=err.error_number, error_message=_rejection_text(err))
+        self.index.expect(
+            JobInfo(
+                job_id=job_id,
+                name=desc.get("name") or "",
+                job_state=["PENDING"],
+                state_reason="None",  # what Slurm reports before its first evaluation
+                partition=desc.get("partition") or "",
+                comment=desc["comment"],
+                admin_comment=desc["admin_comment"],
+                flags=list(desc["flags"]),
+            )
+        )
         return SubmitResult(job_id=job_id)
 
     async def _find_live_job(self, workflow_id: str) -> JobInfo | None:

@@ -27,8 +27,11 @@ SIGNAL_CONCURRENCY = 32
 
 
 def _identity(job: JobInfo) -> Hashable:
-    # The comment names the owning workflow and never changes: a reused id with another owner is news.
-    return (job.submit_time, job.name, job.comment)
+    # A bridge job's comment names its owning workflow and never changes: a reused id with another owner
+    # is news. (Announced jobs carry no submit_time until the next full poll, so it is not compared.)
+    if workflow_id_from_job_comment(job.comment) is not None:
+        return (job.name, job.comment)
+    return (job.submit_time, job.name)
 
 
 def is_news(event: WatchEvent) -> bool:
@@ -48,7 +51,9 @@ class SlurmJobRouter:
     """The bridge's job watcher, job index and signal router in one."""
 
     def __init__(self, slurm: SlurmApi, temporal: Client, *, interval_seconds: float = 0.25) -> None:
-        self.watcher = JobWatcher(slurm, interval_seconds=interval_seconds, identity=_identity)
+        # State-probe mode: a cheap `jobs/state` poll per interval, a job read only when it starts running,
+        # and the full list every 2 s for pending reasons (docs/benchmarks.md says why).
+        self.watcher = JobWatcher(slurm, interval_seconds=interval_seconds, identity=_identity, state_probe=True)
         self.temporal = temporal
         self._live: dict[str, JobInfo] = {}
         self._sem = asyncio.Semaphore(SIGNAL_CONCURRENCY)
@@ -62,6 +67,13 @@ class SlurmJobRouter:
 
     def live_job_of(self, workflow_id: str) -> JobInfo | None:
         return self._live.get(workflow_id)
+
+    def expect(self, job: JobInfo) -> None:
+        """The submit activity announces its job: the index knows it at once, the watcher need not read it."""
+        workflow_id = workflow_id_from_job_comment(job.comment)
+        if workflow_id is not None:
+            self._live[workflow_id] = job
+        self.watcher.expect(job)
 
     # Routing ----------------------------------------------------------------------------------------
     def _on_event(self, event: WatchEvent) -> None:

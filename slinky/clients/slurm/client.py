@@ -52,6 +52,7 @@ from slinky.clients.slurm.models import (
     JobDescMsg,
     JobInfo,
     JobsResponse,
+    JobStatesResponse,
     JobSubmitResponse,
     JobUpdateResponse,
     NewNodeRequest,
@@ -178,6 +179,7 @@ class SlurmApi(Protocol):
     async def submit_job(self, job: JobDescMsg, *, script: str | None = None) -> int: ...
     async def get_job(self, job_id: int) -> JobInfo: ...
     async def list_jobs(self, update_time: int | None = None) -> JobsPage: ...
+    async def job_states(self) -> dict[int, list[str]]: ...
     async def update_job(self, job_id: int, update: JobDescMsg) -> None: ...
     async def cancel_job(self, job_id: int, *, signal: str | None = None) -> None: ...
     async def get_job_resources(self, job_id: int) -> list[NodeResourceLayout]: ...
@@ -486,6 +488,12 @@ class SlurmClient:
             # Quirk: last_update.number = 0 means "no job changes since update_time"; keep ours.
             return JobsPage(jobs=answer.jobs, last_update=update_time, changed=bool(answer.jobs))
         return JobsPage(jobs=answer.jobs, last_update=answer.last_update, changed=True)
+
+    async def job_states(self) -> dict[int, list[str]]:
+        """Every job's state flags by ID (``GET jobs/state``): a few bytes per job, about 10x cheaper than
+        ``GET jobs``, whose answer slurmrestd renders at roughly 10 KB per job."""
+        data = await self._call("GET", self._path("jobs/state"), JobStatesResponse)
+        return {int(entry.job_id): list(entry.state) for entry in data.jobs}
 
     async def update_job(self, job_id: int, update: JobDescMsg) -> None:
         """Update a job (pending or running); only the fields set in ``update`` are sent.

@@ -474,6 +474,11 @@ class FakeSlurmClient:
         jobs = [self._job_info(job) for job in sorted(self._jobs.values(), key=lambda j: j.job_id)]
         return JobsPage(jobs=jobs, last_update=self._jobs_changed, changed=True)
 
+    async def job_states(self) -> dict[int, list[str]]:
+        """Every job's state, as ``GET jobs/state`` answers."""
+        self._enter("job_states")
+        return {job_id: self._job_info(job).job_state for job_id, job in sorted(self._jobs.items())}
+
     async def update_job(self, job_id: int, update: JobDescMsg) -> None:
         """Apply the fields set in ``update`` (pending or running jobs alike, as slurmctld does)."""
         self._enter("update_job", "POST")

@@ -307,6 +307,19 @@ class CancelResponse(OpenapiResponse):
     status: list[Any] | None = None
 
 
+class JobState(_Model):
+    """One entry of ``GET jobs/state``; slurmrestd sends the id as a string."""
+
+    job_id: str
+    state: list[str] = Field(default_factory=list)
+
+
+class JobStatesResponse(OpenapiResponse):
+    """Answer to ``GET jobs/state``."""
+
+    jobs: list[JobState] = Field(default_factory=list)
+
+
 class JobsResponse(OpenapiResponse):
     """Answer to ``GET jobs`` and ``GET job/{id}``.
 

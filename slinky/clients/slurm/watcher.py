@@ -34,13 +34,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from slinky.clients.errors import SlurmError
+from slinky.clients.errors import SlurmError, SlurmNotFound
 from slinky.clients.slurm.client import SlurmApi
 from slinky.clients.slurm.models import JobInfo
 
 __all__ = ["JobEvent", "JobEventType", "JobWatcher", "Subscription", "default_identity"]
 
 logger = logging.getLogger(__name__)
+HINT_SECONDS = 60.0
+"""How long an announced job may stay unseen before the watcher forgets the announcement."""
 
 
 class JobEventType(enum.StrEnum):
@@ -158,11 +160,18 @@ class JobWatcher:
         interval_seconds: float = 0.25,
         max_backoff_seconds: float = 5.0,
         identity: Callable[[JobInfo], Hashable] = default_identity,
+        state_probe: bool = False,
+        full_poll_seconds: float = 2.0,
     ) -> None:
         self._client = client
         self.interval_seconds = interval_seconds
         self.max_backoff_seconds = max_backoff_seconds
         self._identity = identity
+        self.state_probe = state_probe
+        self.full_poll_seconds = full_poll_seconds
+        self._last_full = 0.0
+        self._hints: dict[int, tuple[JobInfo, float]] = {}
+        self.details_read = 0
         self._jobs: dict[int, JobInfo] = {}
         self._last_update: int | None = None
         self._need_resync = True
@@ -201,6 +210,11 @@ class JobWatcher:
         """The ``update_time`` the next poll sends."""
         return self._last_update
 
+    def expect(self, job: JobInfo) -> None:
+        """Announce a job this process just submitted, so that in state-probe mode its first sighting needs
+        no extra read (its name, comments and limits are known; the probe supplies its state)."""
+        self._hints[job.job_id] = (job, time.monotonic())
+
     def request_resync(self) -> None:
         """Make the next poll fetch and diff the full list (e.g. after a known controller restart)."""
         self._need_resync = True
@@ -220,6 +234,13 @@ class JobWatcher:
         Raises:
             SlurmError: The poll failed; the next poll resyncs.
         """
+        if (
+            self.state_probe
+            and self._synced_once
+            and not self._need_resync
+            and time.monotonic() - self._last_full < self.full_poll_seconds
+        ):
+            return await self._probe_once()
         update_time = None if self._need_resync or self._last_update is None else self._last_update - 1
         try:
             page = await self._client.list_jobs(update_time)
@@ -230,6 +251,8 @@ class JobWatcher:
             self.polls += 1
         now = time.monotonic()
         self._need_resync = False
+        self._last_full = now
+        self._hints = {k: v for k, v in self._hints.items() if now - v[1] < HINT_SECONDS}
         if page.changed and page.last_update is not None:
             self._last_update = page.last_update
         if not page.changed:
@@ -242,30 +265,80 @@ class JobWatcher:
 
     def _diff(self, jobs: list[JobInfo], now: float) -> list[JobEvent]:
         events: list[JobEvent] = []
-        seen: dict[int, JobInfo] = {}
+        previous = set(self._jobs)
+        listed = set()
         for job in jobs:
-            seen[job.job_id] = job
-            old = self._jobs.get(job.job_id)
-            if old is not None and self._identity(old) != self._identity(job):
-                logger.info(
-                    "Slurm job ID %s was reused (slurmctld lost the old job)",
-                    job.job_id,
-                    extra={"job_id": job.job_id},
-                )
-                events.append(JobEvent(JobEventType.VANISHED, job.job_id, old, None, now))
-                old = None
-            if old is None:
-                events.append(JobEvent(JobEventType.ADDED, job.job_id, job, None, now))
-                if job.is_finished:
-                    events.append(JobEvent(JobEventType.FINISHED, job.job_id, job, None, now))
-            elif _fingerprint(old) != _fingerprint(job):
-                kind = JobEventType.FINISHED if job.is_finished and not old.is_finished else JobEventType.CHANGED
-                events.append(JobEvent(kind, job.job_id, job, old, now))
-        for job_id, old in self._jobs.items():
-            if job_id not in seen:
-                events.append(JobEvent(JobEventType.VANISHED, job_id, old, None, now))
-        self._jobs = seen
+            listed.add(job.job_id)
+            self._diff_one(job, now, events)
+        for job_id in previous - listed:
+            events.append(JobEvent(JobEventType.VANISHED, job_id, self._jobs.pop(job_id), None, now))
         return events
+
+    def _diff_one(self, job: JobInfo, now: float, events: list[JobEvent]) -> None:
+        """Compare one sighting with the cache, append its events, and cache it."""
+        old = self._jobs.get(job.job_id)
+        # An announced job (see expect) has no submit_time yet: its first real sighting is the same job.
+        if old is not None and old.submit_time is not None and self._identity(old) != self._identity(job):
+            logger.info(
+                "Slurm job ID %s was reused (slurmctld lost the old job)",
+                job.job_id,
+                extra={"job_id": job.job_id},
+            )
+            events.append(JobEvent(JobEventType.VANISHED, job.job_id, old, None, now))
+            old = None
+        if old is None:
+            events.append(JobEvent(JobEventType.ADDED, job.job_id, job, None, now))
+            if job.is_finished:
+                events.append(JobEvent(JobEventType.FINISHED, job.job_id, job, None, now))
+        elif _fingerprint(old) != _fingerprint(job):
+            kind = JobEventType.FINISHED if job.is_finished and not old.is_finished else JobEventType.CHANGED
+            events.append(JobEvent(kind, job.job_id, job, old, now))
+        self._jobs[job.job_id] = job
+
+    async def _probe_once(self) -> list[JobEvent]:
+        """State-probe mode: ``GET jobs/state`` (cheap), then read only the jobs whose details matter now.
+
+        A job that starts running is read (its nodes); a new job is read unless :meth:`expect` announced
+        it; any other state change is applied to the cached job. Pending reasons and other details are
+        refreshed by the full poll every ``full_poll_seconds``.
+        """
+        try:
+            states = await self._client.job_states()
+        except SlurmError:
+            self._need_resync = True
+            raise
+        finally:
+            self.polls += 1
+        now = time.monotonic()
+        events: list[JobEvent] = []
+        to_read: list[int] = []
+        for job_id, state in states.items():
+            old = self._jobs.get(job_id)
+            hint = self._hints.pop(job_id, None) if old is None else None
+            if old is None and hint is not None and "RUNNING" not in state:
+                self._diff_one(hint[0].model_copy(update={"job_state": state}), now, events)
+            elif old is None or ("RUNNING" in state and not old.is_running):
+                to_read.append(job_id)
+            elif old.job_state != state:
+                self._diff_one(old.model_copy(update={"job_state": state}), now, events)
+        for job in await asyncio.gather(*(self._read(job_id) for job_id in to_read)):
+            if job is not None:
+                self._diff_one(job, now, events)
+        for job_id in [j for j in self._jobs if j not in states]:
+            events.append(JobEvent(JobEventType.VANISHED, job_id, self._jobs.pop(job_id), None, now))
+        await self._deliver(events)
+        return events
+
+    async def _read(self, job_id: int) -> JobInfo | None:
+        try:
+            job = await self._client.get_job(job_id)
+        except SlurmNotFound:
+            return None
+        except SlurmError:
+            self._need_resync = True
+            raise
+        self.details_read += 1
+        return job
 
     async def _deliver(self, events: list[JobEvent]) -> None:
         for event in events:

@@ -189,3 +189,45 @@ async def test_running_loop_backs_off_and_resyncs_after_errors() -> None:
         await watcher.wait_synced(timeout=2)
     assert watcher.errors == 3 and watcher.consecutive_errors == 0
     assert watcher.polls >= 4
+
+
+async def test_state_probe_reads_a_job_only_when_it_starts_running() -> None:
+    """Probe mode: `jobs/state` per poll; an announced job costs no read; a start costs one read (its nodes)."""
+    fake = _fake()
+    watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=3600)
+    assert await watcher.poll_once() == []  # the first poll is a full list
+    job_id = await fake.submit_job(_job("announced", comment="mine"))
+    watcher.expect(JobInfo(job_id=job_id, name="announced", job_state=["PENDING"], comment="mine"))
+    fake.calls.clear()
+    added = await watcher.poll_once()
+    assert _kinds(added) == [(A, job_id)] and added[0].job.comment == "mine"
+    assert fake.calls == ["job_states"], "an announced job is not read"
+    fake.tick()
+    fake.calls.clear()
+    started = await watcher.poll_once()
+    assert _kinds(started) == [(C, job_id)]
+    assert started[0].job.is_running and started[0].job.nodes
+    assert fake.calls == ["job_states", "get_job"], "one read, for the nodes"
+    await fake.cancel_job(job_id)
+    fake.calls.clear()
+    finished = await watcher.poll_once()
+    assert _kinds(finished) == [(F, job_id)] and finished[0].job.state == "CANCELLED"
+    assert fake.calls == ["job_states"], "a state change needs no read"
+    fake.purge_finished()
+    assert _kinds(await watcher.poll_once()) == [(VAN, job_id)]
+
+
+async def test_state_probe_reads_unannounced_jobs_and_refreshes_details_by_full_polls() -> None:
+    fake = _fake()
+    watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=0.0)
+    await watcher.poll_once()
+    job_id = await fake.submit_job(_job("stranger"))
+    # full_poll_seconds=0: every poll is a full list, as without probing.
+    fake.calls.clear()
+    assert _kinds(await watcher.poll_once()) == [(A, job_id)]
+    assert fake.calls == ["list_jobs"]
+    watcher.full_poll_seconds = 3600
+    other = await fake.submit_job(_job("other"))
+    fake.calls.clear()
+    assert _kinds(await watcher.poll_once()) == [(A, other)]
+    assert fake.calls == ["job_states", "get_job"], "an unannounced job is read once"
