@@ -442,13 +442,18 @@ class WorkloadWorkflow:
         self.step = "label"
         assert self.spec is not None
         submitted = [m for m in self._live() if m.ref.key in self.spec.pods]
-        labelled = await self._call(
-            "label_pods", LabelPodsInput(pods=self._refs(submitted), job_id=self.job_id, workflow_id=wid), PodsResult
+        # Label and tell the user at once: the job is already queued, so this is the critical path.
+        labelled, _ = await asyncio.gather(
+            self._call(
+                "label_pods",
+                LabelPodsInput(pods=self._refs(submitted), job_id=self.job_id, workflow_id=wid),
+                PodsResult,
+            ),
+            self._event(REASON_SUBMITTED, f"Submitted Slurm job {self.job_id}", members=submitted),
         )
         self._mark_gone(labelled.gone)
         for uid in labelled.done:
             self.members[uid].in_job = True
-        await self._event(REASON_SUBMITTED, f"Submitted Slurm job {self.job_id}")
         await self._group_phase(GROUP_SCHEDULING)
 
     def _in_job(self) -> list[Member]:
