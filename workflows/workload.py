@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         JobEvent,
         JobRef,
         LabelPodsInput,
+        MemberState,
         Phase,
         PodBinding,
         PodConditionInput,
@@ -54,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
         PodsInput,
         PodsResult,
         PodStatesResult,
+        ResumeState,
         SubmitInput,
         SubmitResult,
         UpdateJobInput,
@@ -151,6 +153,7 @@ class WorkloadWorkflow:
         self.rechecks = 0
         self.recheck_requested = False
         self.dirty = False
+        self.rechecks_at_start = 0
         self.early: list[PodEvent] = []
         """Pod events applied before ``run`` (signal-with-start): kept until the input says who is who."""
 
@@ -324,6 +327,9 @@ class WorkloadWorkflow:
         self.early.clear()
         self.dirty = dirty  # every step checks the members before it waits: nothing to wake up
         try:
+            if inp.resume is not None:
+                self._restore(inp.resume)
+                return await self._await_end()
             return await self._lifecycle()
         except Ended as end:
             return str(end)
@@ -565,7 +571,46 @@ class WorkloadWorkflow:
                 return await self._end_by_member(broken)
             if self._job_ended():
                 raise Ended(await self._end_by_job())
+            self._continue_if_long()
             await self._wait()
+
+    def _restore(self, state: ResumeState) -> None:
+        """Pick up a running workload after continue-as-new."""
+        self.members = {
+            m.ref.uid: Member(
+                m.ref, terminal=m.terminal, failed=m.failed, deleting=m.deleting, gone=m.gone, in_job=True, node=m.node
+            )
+            for m in state.members
+        }
+        self.job_id, self.job, self.spec = state.job_id, state.job, state.spec
+        self.submit_attempts, self.rechecks = state.submit_attempts, state.rechecks
+        self.rechecks_at_start = state.rechecks
+        self.phase = Phase.RUNNING
+        self.message = (
+            f"bound to {', '.join(sorted({m.node for m in state.members if m.node}))} by Slurm job {self.job_id}"
+        )
+
+    def _continue_if_long(self) -> None:
+        """Continue as new (never returns) once this run's history is long: many re-checks, or Temporal asks."""
+        assert self.inp is not None and self.job is not None and self.job_id is not None and self.spec is not None
+        long = self.rechecks - self.rechecks_at_start >= self.inp.continue_as_new_after_rechecks
+        if not (long or workflow.info().is_continue_as_new_suggested()):
+            return
+        state = ResumeState(
+            job_id=self.job_id,
+            job=self.job,
+            spec=self.spec,
+            members=[
+                MemberState(
+                    ref=m.ref, node=m.node, terminal=m.terminal, failed=m.failed, deleting=m.deleting, gone=m.gone
+                )
+                for m in self.members.values()
+                if m.in_job
+            ],
+            submit_attempts=self.submit_attempts,
+            rechecks=self.rechecks,
+        )
+        workflow.continue_as_new(self.inp.model_copy(update={"resume": state}))
 
     async def _end_by_member(self, broken: list[Member]) -> str:
         """A member failed or was deleted: the gang is over; delete the others, then clean up."""

@@ -86,6 +86,31 @@ class WorkloadInput(_Msg):
     """A slow durable re-check of Slurm and the pod, in case an event was missed."""
     gone_timeout_seconds: float = 600.0
     """How long cleanup waits for a deleted pod's containers to stop before it cancels the job anyway."""
+    continue_as_new_after_rechecks: int = 500
+    """A running workload continues as new after this many re-checks (or when Temporal suggests it), so a
+    lifecycle of months keeps a short history."""
+    resume: ResumeState | None = None
+    """Set by continue-as-new: the running workload's state, so the new run picks up where the old stopped."""
+
+
+class MemberState(_Msg):
+    ref: PodRef
+    node: str = ""
+    terminal: bool = False
+    failed: bool = False
+    deleting: bool = False
+    gone: bool = False
+
+
+class ResumeState(_Msg):
+    """What a running workload carries across continue-as-new."""
+
+    job_id: int
+    job: JobEvent
+    spec: SlurmJobSpec
+    members: list[MemberState]
+    submit_attempts: int = 0
+    rechecks: int = 0
 
 
 class PodEventKind(StrEnum):
@@ -261,3 +286,7 @@ class GroupPhaseInput(_Msg):
     group: GroupRef
     phase: str
     """PodGroup status phase: Scheduling, Running, Finished, Failed."""
+
+
+WorkloadInput.model_rebuild()
+ResumeState.model_rebuild()

@@ -468,3 +468,29 @@ async def test_events_for_another_pod_uid_are_ignored(run_workload: Any, fakes: 
         await pod_event(handle, PodEventKind.GONE)
         await handle.result()
     assert fakes.args("remove_finalizers")[0].pods == [POD]
+
+
+async def test_a_long_running_workload_continues_as_new_and_still_cleans_up(
+    env: WorkflowEnvironment, run_workload: Any, fakes: FakeActivities
+) -> None:
+    """After ``continue_as_new_after_rechecks`` re-checks the running lifecycle continues as new with its
+    state (job, members, nodes); the new run still cancels the job and removes the finalizer at the end."""
+    inp = workload_input(safety_recheck_seconds=60.0, continue_as_new_after_rechecks=2)
+    async with run_workload(inp) as handle:
+        await running_on(handle, fakes, "slurm-2")
+        first_run = (await handle.describe()).run_id
+        fakes.job = JobEvent(job_id=JOB_ID, state="RUNNING", nodes=["slurm-2"])
+        await env.sleep(125)  # two re-checks: the next wait continues as new
+        latest = env.client.get_workflow_handle(handle.id)
+        for _ in range(100):
+            if (await latest.describe()).run_id != first_run:
+                break
+            await asyncio.sleep(0.05)
+        why = await latest.query(WorkloadWorkflow.why_pending)
+        assert (await latest.describe()).run_id != first_run
+        assert (why.phase, why.step, why.job_id, why.rechecks) == (Phase.RUNNING, "running", JOB_ID, 2)
+        await latest.signal(WorkloadWorkflow.pod_event, PodEvent(uid=POD.uid, kind=PodEventKind.TERMINAL))
+        assert await latest.result() == "the workload ended"
+    names = fakes.names()
+    assert names.index("cancel_job") < names.index("remove_finalizers")
+    assert names.count("submit_placeholder_job") == 1 and names.count("bind_pods") == 1
