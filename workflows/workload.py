@@ -99,6 +99,9 @@ REASON_GANG_INCOMPLETE = "GangIncomplete"
 REASON_GANG_MEMBER_LOST = "GangMemberLost"
 REASON_LIFECYCLE_FAILED = "SlurmBridgeFailed"
 
+FIX_RETRY_FIRST = 30.0
+"""Seconds before an invalid or rejected workload is first re-translated without a pod change."""
+
 # workflow.patched() ids: fixes that change the commands of an existing history.
 PATCH_EARLY_MEMBERS = "gang-early-members"
 PATCH_LATE_MEMBER = "gang-late-member"
@@ -154,6 +157,8 @@ class WorkloadWorkflow:
         self.recheck_requested = False
         self.dirty = False
         self.rechecks_at_start = 0
+        self.reported: tuple[str, str] | None = None
+        self.fix_retry = 0.0
         self.early: list[PodEvent] = []
         """Pod events applied before ``run`` (signal-with-start): kept until the input says who is who."""
 
@@ -402,7 +407,10 @@ class WorkloadWorkflow:
         return res.spec
 
     async def _report_invalid(self, reason: str, message: str) -> None:
-        """Tell the user where they look: a Warning Event and the pod condition."""
+        """Tell the user where they look: a Warning Event and the pod condition (once per distinct problem)."""
+        if (reason, message) == self.reported:
+            return
+        self.reported = (reason, message)
         await self._event(reason, message, "Warning")
         await self._condition(reason, message)
 
@@ -413,9 +421,17 @@ class WorkloadWorkflow:
         self.step = "wait_for_fix"
         # `changed` is NOT reset here: a fix that arrived while translating or reporting must count.
         rechecks = self.rechecks
-        # A fix is a change of a pod, or of the cluster (nodes, partitions): retry at each re-check.
+        # A fix is a change of a pod (signalled), or of something no signal covers: the owner's annotations
+        # (Job, JobSet, PodGroup, LWS), nodes, partitions. So retry on a backoff from FIX_RETRY_FIRST up to
+        # the safety re-check interval.
+        assert self.inp is not None
+        self.fix_retry = min(self.fix_retry * 2, self.inp.safety_recheck_seconds) if self.fix_retry else FIX_RETRY_FIRST
+        deadline = workflow.now() + timedelta(seconds=self.fix_retry)
         while not self._any_changed() and self._live():
-            await self._wait()
+            remaining = deadline - workflow.now()
+            if remaining <= timedelta(0):
+                break
+            await self._wait(remaining)
             if self.rechecks != rechecks:
                 break
 
@@ -442,6 +458,7 @@ class WorkloadWorkflow:
                 continue
             self.spec = spec
             self.job_id = res.job_id
+            self.reported, self.fix_retry = None, 0.0
             self.job = self.jobs_seen.get(res.job_id)
         partition = (self.spec.partition if self.spec else None) or self.inp.defaults.partition
         self._set_phase(Phase.PENDING, SA_JOB_ID.value_set(self.job_id), SA_PARTITION.value_set(partition))

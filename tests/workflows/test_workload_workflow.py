@@ -494,3 +494,24 @@ async def test_a_long_running_workload_continues_as_new_and_still_cleans_up(
     names = fakes.names()
     assert names.index("cancel_job") < names.index("remove_finalizers")
     assert names.count("submit_placeholder_job") == 1 and names.count("bind_pods") == 1
+
+
+async def test_an_invalid_workload_is_retried_on_a_backoff_without_repeating_its_event(
+    env: WorkflowEnvironment, run_workload: Any, fakes: FakeActivities
+) -> None:
+    """A fix no pod signal reports (a Job's or PodGroup's annotations) is found by the backoff re-translation;
+    the same problem is reported once, not at every retry."""
+    bad = BuildSpecResult(error_reason="SlurmJobInvalid", error_message="owner annotation is bad")
+    fakes.build = [bad, bad, BuildSpecResult(spec=SPEC)]
+    async with run_workload() as handle:
+        await step_is(handle, "wait_for_fix")
+        await env.sleep(31)  # first retry after 30 s: still invalid, nothing new to report
+        await fakes.called("build_job_spec", 2)
+        assert fakes.events() == [("Warning", "SlurmJobInvalid")]
+        await env.sleep(61)  # second retry after 60 s: fixed
+        why = await step_is(handle, "wait_allocation")
+        assert why.job_id == JOB_ID
+        await pod_event(handle, PodEventKind.GONE)
+        await handle.result()
+    assert fakes.names().count("build_job_spec") == 3
+    assert fakes.names().count("set_pod_condition") == 1
