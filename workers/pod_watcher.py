@@ -30,7 +30,7 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from slinky import pods, telemetry, wellknown
 from slinky.clients.errors import KubeError, KubeNotFound
@@ -38,6 +38,7 @@ from slinky.clients.kube import KubeClient, Obj
 from slinky.grouping import GroupRef, group_of, min_member
 from slinky.models.jobspec import TranslateDefaults
 from slinky.models.workload import PodEvent, PodEventKind, PodRef, WorkloadInput, workload_workflow_id
+from workers.signals import signal_lifecycle
 
 logger = logging.getLogger(__name__)
 START_CONCURRENCY = 32
@@ -261,18 +262,8 @@ class PodWatcher:
         self._spawn(self._signal(workflow_id, event))
 
     async def _signal(self, workflow_id: str, event: PodEvent) -> None:
-        async with self._sem:
-            for attempt in range(5):
-                try:
-                    await self.temporal.get_workflow_handle(workflow_id).signal("pod_event", event)
-                    self.signals_sent += 1
-                    telemetry.SIGNALS_SENT.labels("pod_event").inc()
-                    return
-                except RPCError as err:
-                    if err.status == RPCStatusCode.NOT_FOUND:
-                        return
-                    logger.warning("pod_event to %s failed (%s)", workflow_id, err.status)
-                    await asyncio.sleep(0.2 * 2**attempt)
+        if await signal_lifecycle(self.temporal, workflow_id, "pod_event", event, self._sem):
+            self.signals_sent += 1
 
     async def _start(self, pod: Obj, ref: PodRef, workflow_id: str, group: GroupRef | None) -> None:
         if group is None:

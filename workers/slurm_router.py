@@ -13,13 +13,12 @@ import logging
 from collections.abc import Hashable
 
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
 from activities.slurm import job_event_of
-from slinky import telemetry
 from slinky.clients.slurm import JobEvent as WatchEvent
 from slinky.clients.slurm import JobEventType, JobInfo, JobWatcher, SlurmApi
 from slinky.models.workload import JobEvent, workflow_id_from_job_comment
+from workers.signals import signal_lifecycle
 
 logger = logging.getLogger(__name__)
 QUIET_REASONS = frozenset({"", "None"})
@@ -92,18 +91,8 @@ class SlurmJobRouter:
             task.add_done_callback(self._tasks.discard)
 
     async def _signal(self, workflow_id: str, event: JobEvent) -> None:
-        async with self._sem:
-            for attempt in range(5):
-                try:
-                    await self.temporal.get_workflow_handle(workflow_id).signal("job_event", event)
-                    self.signals_sent += 1
-                    telemetry.SIGNALS_SENT.labels("job_event").inc()
-                    return
-                except RPCError as err:
-                    if err.status == RPCStatusCode.NOT_FOUND:
-                        return  # the workflow already ended: nothing left to tell
-                    logger.warning("job_event to %s failed (%s), attempt %d", workflow_id, err.status, attempt + 1)
-                    await asyncio.sleep(0.2 * 2**attempt)
+        if await signal_lifecycle(self.temporal, workflow_id, "job_event", event, self._sem):
+            self.signals_sent += 1
 
     async def run(self) -> None:
         await self.watcher.run()
