@@ -84,6 +84,20 @@ class KubeActivities:
             return None
         return pod if pod.get("metadata", {}).get("uid") == ref.uid else None
 
+    async def _read_members(self, data: BuildSpecInput) -> list[Obj | None]:
+        """The members by UID (None: gone). A gang is read with ONE list by its label, not a read per pod."""
+        if data.group is None or len(data.pods) == 1:
+            return list(await asyncio.gather(*(self._get_pod(ref) for ref in data.pods)))
+        group = data.group
+        label, value = (
+            (wellknown.LABEL_LWS_GROUP_KEY, group.key)
+            if group.kind == KIND_LWS
+            else (wellknown.LABEL_POD_GROUP, group.name)
+        )
+        listing = await self.kube.get(pod_path(group.namespace), {"labelSelector": f"{label}={value}"})
+        by_uid = {pod["metadata"]["uid"]: pod for pod in listing["items"]}
+        return [by_uid.get(ref.uid) for ref in data.pods]
+
     async def _owner_chain(self, pod: Obj) -> tuple[Obj | None, Obj | None]:
         """(top-level owner, controlling Job) for Job and JobSet pods; (None, None) for a plain pod."""
         ns = pod["metadata"]["namespace"]
@@ -107,7 +121,7 @@ class KubeActivities:
     async def build_job_spec(self, data: BuildSpecInput) -> BuildSpecResult:
         """Read the members (and their owners or gang object) and translate them into one Slurm job spec."""
         try:
-            found = await asyncio.gather(*(self._get_pod(ref) for ref in data.pods))
+            found = await self._read_members(data)
             gone = [ref.uid for ref, pod in zip(data.pods, found, strict=True) if pod is None or _not_pending(pod)]
             live = [pod for pod in found if pod is not None and not _not_pending(pod)]
             if not live:
@@ -280,6 +294,7 @@ class KubeActivities:
         now = _now()
 
         async def one(ref: PodRef) -> None:
+            message = data.messages.get(ref.uid, data.message)
             event = {
                 "apiVersion": "v1",
                 "kind": "Event",
@@ -292,7 +307,7 @@ class KubeActivities:
                     "uid": ref.uid,
                 },
                 "reason": data.reason,
-                "message": data.message[:EVENT_MESSAGE_LIMIT],
+                "message": message[:EVENT_MESSAGE_LIMIT],
                 "type": data.type,
                 "source": {"component": COMPONENT},
                 "firstTimestamp": now,

@@ -103,6 +103,7 @@ FIX_RETRY_FIRST = 30.0
 """Seconds before an invalid or rejected workload is first re-translated without a pod change."""
 
 # workflow.patched() ids: fixes that change the commands of an existing history.
+PATCH_ONE_BOUND_EVENT = "one-bound-event-activity"
 PATCH_EARLY_MEMBERS = "gang-early-members"
 PATCH_LATE_MEMBER = "gang-late-member"
 
@@ -564,13 +565,20 @@ class WorkloadWorkflow:
         nodes = sorted(set(res.nodes.values()))
         self.message = f"bound to {', '.join(nodes)} by Slurm job {self.job_id}"
         self._set_phase(Phase.RUNNING)
-        for m in members:
-            if m.node:
-                await self._event(
-                    REASON_BOUND,
-                    f"Successfully assigned {m.ref.key} to {m.node} (Slurm job {self.job_id})",
-                    members=[m],
-                )
+        bound = [m for m in members if m.node]
+        messages = {
+            m.ref.uid: f"Successfully assigned {m.ref.key} to {m.node} (Slurm job {self.job_id})" for m in bound
+        }
+        if len(bound) > 1 and workflow.patched(PATCH_ONE_BOUND_EVENT):
+            # One activity for every member's Event (each names its own node), not one per member.
+            await self._do(
+                "record_event",
+                EventInput(pods=self._refs(bound), reason=REASON_BOUND, message="", messages=messages),
+                retry.BEST_EFFORT,
+            )
+        else:
+            for m in bound:
+                await self._event(REASON_BOUND, messages[m.ref.uid], members=[m])
         await self._group_phase(GROUP_RUNNING)
 
     async def _await_end(self) -> str:

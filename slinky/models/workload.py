@@ -261,6 +261,8 @@ class EventInput(_Msg):
     reason: str
     message: str
     type: str = "Normal"
+    messages: dict[str, str] = Field(default_factory=dict)
+    """Per-pod message by UID, where members differ (e.g. each one's node); ``message`` otherwise."""
 
 
 class DeletePodsInput(_Msg):

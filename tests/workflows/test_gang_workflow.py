@@ -129,12 +129,13 @@ async def test_bind_assigns_one_member_per_allocated_node(run_workload: Any, fak
     [bind] = fakes.args("bind_pods")
     assert bind.job_id == JOB_ID
     assert bind.bindings == [PodBinding(pod=POD, slurm_node="slurm-1"), PodBinding(pod=POD2, slurm_node="slurm-2")]
-    # One Scheduled Event per member, each naming its own node.
-    scheduled = [e for e in fakes.args("record_event") if e.reason == "Scheduled"]
-    assert [(e.pods, e.message.split(" to ")[1].split(" ")[0]) for e in scheduled] == [
-        ([POD], "k8s-slurm-1"),
-        ([POD2], "k8s-slurm-2"),
-    ]
+    # One Scheduled Event per member, each naming its own node, recorded by ONE activity.
+    [scheduled] = [e for e in fakes.args("record_event") if e.reason == "Scheduled"]
+    assert scheduled.pods == [POD, POD2]
+    assert {uid: m.split(" to ")[1].split(" ")[0] for uid, m in scheduled.messages.items()} == {
+        POD.uid: "k8s-slurm-1",
+        POD2.uid: "k8s-slurm-2",
+    }
 
 
 async def test_gang_timeout_warns_once_and_keeps_waiting(
