@@ -68,7 +68,10 @@ class TelemetrySettings(BaseModel):
 
     log_json: bool = Field(False, description="Log one JSON object per line.")
     log_level: str = Field("INFO", description="Root log level.")
-    metrics_port: int | None = Field(None, description="Prometheus port on 127.0.0.1; None disables.")
+    metrics_port: int | None = Field(None, description="Prometheus port; None disables.")
+    metrics_address: str = Field(
+        "127.0.0.1", description="Address the metrics listen on: loopback by default, 0.0.0.0 in a pod to be scraped."
+    )
 
 
 class Settings(BaseSettings):

@@ -42,7 +42,7 @@ async def connect_temporal(settings: Settings) -> Client:
     runtime = None
     if settings.telemetry.metrics_port:
         # The SDK's own metrics (task latencies, slots, polls) on the next port.
-        address = f"127.0.0.1:{settings.telemetry.metrics_port + 1}"
+        address = f"{settings.telemetry.metrics_address}:{settings.telemetry.metrics_port + 1}"
         runtime = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
     return await Client.connect(
         settings.temporal.address,
@@ -70,7 +70,7 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     gc = GarbageCollector(kube, slurm, temporal)
     if settings.telemetry.metrics_port:
         telemetry.REGISTRY.register(telemetry.PollCollector(lambda: (router.watcher.polls, router.watcher.errors)))
-        telemetry.start_metrics_server(settings.telemetry.metrics_port)
+        telemetry.start_metrics_server(settings.telemetry.metrics_port, settings.telemetry.metrics_address)
     kube_acts = KubeActivities(kube, nodes)
     slurm_acts = SlurmActivities(slurm, router)
     worker = Worker(
