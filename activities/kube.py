@@ -357,26 +357,16 @@ class KubeActivities:
         await asyncio.gather(*(self._unfinalize(ref) for ref in data.pods))
 
     async def _unfinalize(self, ref: PodRef) -> None:
-        pod = await self._get_pod(ref)
-        if pod is None:
-            return
-        finalizers = list(pod["metadata"].get("finalizers") or [])
-        if wellknown.FINALIZER_SCHEDULER not in finalizers:
-            return
-        # A JSON patch that tests exactly what it removes: status updates by the node in between do not
-        # conflict, as a resourceVersion precondition would.
-        at = f"/metadata/finalizers/{finalizers.index(wellknown.FINALIZER_SCHEDULER)}"
-        ops = [
-            {"op": "test", "path": "/metadata/uid", "value": ref.uid},
-            {"op": "test", "path": at, "value": wellknown.FINALIZER_SCHEDULER},
-            {"op": "remove", "path": at},
-        ]
+        """One strategic-merge patch, no read: delete our entry from the finalizer list (others kept); a
+        different UID under the same name (422) or no pod at all means ours is gone already."""
+        patch = {"metadata": {"uid": ref.uid, "$deleteFromPrimitiveList/finalizers": [wellknown.FINALIZER_SCHEDULER]}}
         try:
-            await self.kube.patch(pod_path(ref.namespace, ref.name), ops, patch_type="json")
+            await self.kube.patch(pod_path(ref.namespace, ref.name), patch, patch_type="strategic")
         except KubeNotFound:
             return
         except KubeRejected as err:
-            raise ApplicationError("finalizers changed under us; retry", type="KubeConflict") from err
+            if err.status_code != 422:
+                raise
 
     @activity.defn(name="set_group_phase")
     async def set_group_phase(self, data: GroupPhaseInput) -> None:
