@@ -619,15 +619,24 @@ def start_slurmctld(procs: ProcessTable) -> None:
     _wait("slurmctld", lambda: _run(_chroot("/usr/bin/scontrol", "ping")).stdout.count("UP") > 0, timeout=30)
 
 
-def restart_slurmctld(*, kill: bool = False, down_seconds: float = 0.0) -> None:
-    """Stop slurmctld (SIGTERM, or SIGKILL to simulate a crash), wait, start it again (tests of outages)."""
+def _restart(name: str, start: Callable[[ProcessTable], None], kill: bool, down_seconds: float) -> None:
     procs = ProcessTable(STATE / "pids")
-    pid = procs.running("slurmctld")
+    pid = procs.running(name)
     if pid is not None and kill:
         os.kill(pid, 9)
-    procs.stop("slurmctld")
+    procs.stop(name)
     time.sleep(down_seconds)
-    start_slurmctld(procs)
+    start(procs)
+
+
+def restart_slurmctld(*, kill: bool = False, down_seconds: float = 0.0) -> None:
+    """Stop slurmctld (SIGTERM, or SIGKILL to simulate a crash), wait, start it again (tests of outages)."""
+    _restart("slurmctld", start_slurmctld, kill, down_seconds)
+
+
+def restart_temporal(*, kill: bool = False, down_seconds: float = 0.0) -> None:
+    """Stop the Temporal server (SIGKILL: a crash), wait, start it again on the same SQLite file."""
+    _restart("temporal", start_temporal, kill, down_seconds)
 
 
 def _ensure_slurm_nodes(nodes: int) -> None:

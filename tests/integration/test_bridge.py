@@ -867,3 +867,27 @@ def test_kill_worker_between_bind_and_completion(kube: Kube, slurm: Slurm, tempo
         pod = kube.pod(ns, name)
         assert phase(pod) == "Succeeded"
         assert not (pod or {}).get("metadata", {}).get("finalizers")
+
+
+# ------------------------------------------------------------------------------------------- Temporal crash
+def test_temporal_server_killed_mid_lifecycle(kube: Kube, slurm: Slurm, temporal: Temporal, ns: str) -> None:
+    """kill -9 of the Temporal server while a pod runs: the history is on disk; after the restart the same
+    lifecycle notices the pod's end, cancels the job and removes the finalizer. Nothing is lost or doubled."""
+    from slinky.dev import stack
+
+    kube.create_pod(ns, "durable", annotations={wellknown.ANNOTATION_SIM_RUN_SECONDS: "4"})
+    pod = wait_bound(kube, ns, "durable")
+    workflow_id, job_id = wid(pod), job_label(pod)
+    stack.restart_temporal(kill=True, down_seconds=1.0)
+    eventually(lambda: phase(kube.pod(ns, "durable")) == "Succeeded", timeout=30, what="pod Succeeded")
+    wait_job_state(slurm, job_id, "CANCELLED", timeout=60)
+    eventually(
+        lambda: (
+            wellknown.FINALIZER_SCHEDULER
+            not in ((kube.pod(ns, "durable") or {}).get("metadata", {}).get("finalizers") or [])
+        ),
+        timeout=60,
+        what="finalizer removed",
+    )
+    wait_completed(temporal, workflow_id, timeout=60)
+    assert [j["job_id"] for j in slurm.jobs_of_pod(ns, "durable")] == [int(job_id)]
