@@ -98,6 +98,7 @@ REASON_UPDATE_FAILED = "SlurmJobUpdateFailed"
 REASON_GANG_INCOMPLETE = "GangIncomplete"
 REASON_GANG_MEMBER_LOST = "GangMemberLost"
 REASON_LIFECYCLE_FAILED = "SlurmBridgeFailed"
+REASON_ALLOCATION_LOST = "SlurmAllocationLost"
 
 FIX_RETRY_FIRST = 30.0
 """Seconds before an invalid or rejected workload is first re-translated without a pod change."""
@@ -160,6 +161,8 @@ class WorkloadWorkflow:
         self.rechecks_at_start = 0
         self.reported: tuple[str, str] | None = None
         self.fix_retry = 0.0
+        self.allocation: tuple[str, ...] = ()
+        """The Slurm nodes the members were bound to."""
         self.early: list[PodEvent] = []
         """Pod events applied before ``run`` (signal-with-start): kept until the input says who is who."""
 
@@ -562,6 +565,7 @@ class WorkloadWorkflow:
         self._mark_gone(res.gone)
         for uid, node in res.nodes.items():
             self.members[uid].node = node
+        self.allocation = tuple(self.job.nodes)
         nodes = sorted(set(res.nodes.values()))
         self.message = f"bound to {', '.join(nodes)} by Slurm job {self.job_id}"
         self._set_phase(Phase.RUNNING)
@@ -596,6 +600,8 @@ class WorkloadWorkflow:
                 return await self._end_by_member(broken)
             if self._job_ended():
                 raise Ended(await self._end_by_job())
+            if self._allocation_lost():
+                raise Ended(await self._end_by_lost_allocation())
             self._continue_if_long()
             await self._wait()
 
@@ -611,6 +617,7 @@ class WorkloadWorkflow:
         self.submit_attempts, self.rechecks = state.submit_attempts, state.rechecks
         self.rechecks_at_start = state.rechecks
         self.phase = Phase.RUNNING
+        self.allocation = tuple(state.job.nodes)
         self.message = (
             f"bound to {', '.join(sorted({m.node for m in state.members if m.node}))} by Slurm job {self.job_id}"
         )
@@ -648,6 +655,33 @@ class WorkloadWorkflow:
         failed = any(m.failed for m in broken) or bool(others)
         await self._group_phase(GROUP_FAILED if failed else GROUP_FINISHED)
         return await self._cleanup(why if len(self.members) > 1 else "the workload ended")
+
+    def _allocation_lost(self) -> bool:
+        """After a slurmctld crash a job can come back PENDING, or run again elsewhere: the pods' nodes are
+        then no longer the job's (slurm.md §9)."""
+        job = self.job
+        if job is None or not self.allocation:
+            return False
+        return job.state == "PENDING" or (
+            job.state == "RUNNING" and bool(job.nodes) and tuple(job.nodes) != self.allocation
+        )
+
+    async def _end_by_lost_allocation(self) -> str:
+        """The pods run on nodes the job no longer holds: delete them, then cancel the job and clean up."""
+        assert self.job is not None
+        self.step = "delete_pods"
+        alive = [m for m in self._in_job() if not m.stopped]
+        await self._event(
+            REASON_ALLOCATION_LOST,
+            f"Slurm job {self.job_id} lost its allocation ({self.job.state} on {', '.join(self.job.nodes) or 'no node'}"
+            f" after running on {', '.join(self.allocation)}); deleting the pod",
+            "Warning",
+            alive,
+        )
+        if alive:
+            await self._do("delete_pods", DeletePodsInput(pods=self._refs(alive)))
+        await self._group_phase(GROUP_FAILED)
+        return await self._cleanup("the Slurm job lost its allocation")
 
     async def _end_by_job(self) -> str:
         """The Slurm job ended first (cancelled, preempted, timed out, vanished): delete the pods."""

@@ -515,3 +515,34 @@ async def test_an_invalid_workload_is_retried_on_a_backoff_without_repeating_its
         await handle.result()
     assert fakes.names().count("build_job_spec") == 3
     assert fakes.names().count("set_pod_condition") == 1
+
+
+@pytest.mark.parametrize(
+    ("state", "nodes"),
+    [("PENDING", ()), ("RUNNING", ("slurm-7",))],
+    ids=["reverted-to-pending", "running-elsewhere"],
+)
+async def test_a_lost_allocation_deletes_the_pod_then_cancels_the_job(
+    run_workload: Any, fakes: FakeActivities, state: str, nodes: tuple[str, ...]
+) -> None:
+    """After a slurmctld crash the job comes back PENDING, or RUNNING on other nodes: the pod no longer runs
+    where Slurm says; it is deleted, and once it stopped the job is cancelled (nothing runs twice)."""
+    async with run_workload() as handle:
+        await running_on(handle, fakes, "slurm-1")
+        await job_event(handle, state, "None", *nodes)
+        await fakes.called("delete_pods")
+        assert "cancel_job" not in fakes.names()
+        await pod_event(handle, PodEventKind.GONE)
+        assert await handle.result() == "the Slurm job lost its allocation"
+    names = fakes.names(skip=EVENTS)
+    assert names[-3:] == ["delete_pods", "cancel_job", "remove_finalizers"]
+    assert ("Warning", "SlurmAllocationLost") in fakes.events()
+
+
+async def test_the_same_allocation_reported_again_changes_nothing(run_workload: Any, fakes: FakeActivities) -> None:
+    async with run_workload() as handle:
+        await running_on(handle, fakes, "slurm-1")
+        await job_event(handle, "RUNNING", "None", "slurm-1")
+        await pod_event(handle, PodEventKind.TERMINAL)
+        assert await handle.result() == "the workload ended"
+    assert "delete_pods" not in fakes.names()
