@@ -10,7 +10,7 @@ def add_parser(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser("dev", help="run the local stack (kube, Slurm, Temporal)")
     dev = parser.add_subparsers(dest="dev_command", required=True)
     up = dev.add_parser("up", help="start everything (idempotent)")
-    up.add_argument("--nodes", type=int, default=4, help="Kubernetes nodes = Slurm external nodes")
+    up.add_argument("--nodes", type=int, default=8, help="Kubernetes nodes = Slurm external nodes")
     up.add_argument("--slurmd", type=int, default=0, help="also start M real slurmd daemons")
     up.add_argument("--no-workers", action="store_true", help="do not start the bridge workers")
     up.set_defaults(handler=_up)

@@ -883,7 +883,7 @@ COMPONENTS = (
 )
 
 
-def up(*, nodes: int = 4, slurmd: int = 0, workers: bool = True) -> int:
+def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True) -> int:
     started = time.monotonic()
     try:
         preflight()
