@@ -666,7 +666,7 @@ def test_bad_annotations_refused_at_admission(
     kube: Kube, slurm: Slurm, ns: str, bad: dict[str, str], mentions: str
 ) -> None:
     if not webhook_registered(kube):
-        pytest.skip("the admission webhook is not registered on this stack")
+        pytest.fail("the admission webhook is not registered: `slinky dev up` registers it")
     with pytest.raises(ApiException) as refused:
         kube.create_pod(ns, "refused", annotations=bad)
     assert refused.value.status in (400, 403), refused.value.status
