@@ -104,6 +104,14 @@ ANNOTATION_SIM_EXIT_CODE: Final = PREFIX_SIM + "exit-code"
 LABEL_SIM_AGENT: Final = PREFIX_SIM + "agent"
 """Marks Node objects owned by the development node agent."""
 
+# Slurm vocabulary the bridge decides on (shared by the client, the router and the workflow).
+TERMINAL_JOB_STATES: Final = frozenset(
+    {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"}
+)
+"""Job states after which a job holds no allocation."""
+QUIET_PENDING_REASONS: Final = frozenset({"", "None"})
+"""Pending reasons that say nothing yet: the job was just submitted and not evaluated."""
+
 # Temporal search attributes registered by `slinky dev up` and documented for production.
 SEARCH_ATTRIBUTES: Final = {
     "SlinkyNamespace": "Keyword",

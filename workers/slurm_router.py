@@ -15,13 +15,13 @@ from collections.abc import Hashable
 from temporalio.client import Client
 
 from activities.slurm import job_event_of
+from slinky import wellknown
 from slinky.clients.slurm import JobEvent as WatchEvent
 from slinky.clients.slurm import JobEventType, JobInfo, JobWatcher, SlurmApi
 from slinky.models.workload import JobEvent, workflow_id_from_job_comment
 from workers.signals import signal_lifecycle
 
 logger = logging.getLogger(__name__)
-QUIET_REASONS = frozenset({"", "None"})
 SIGNAL_CONCURRENCY = 32
 
 
@@ -39,7 +39,7 @@ def is_news(event: WatchEvent) -> bool:
     if event.type is JobEventType.VANISHED:
         return not job.is_finished  # a finished job purged after MinJobAge was reported already
     if event.type is JobEventType.ADDED:
-        return not (job.is_pending and job.state_reason in QUIET_REASONS)
+        return not (job.is_pending and job.state_reason in wellknown.QUIET_PENDING_REASONS)
     previous = event.previous
     if previous is None:
         return True

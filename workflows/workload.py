@@ -32,6 +32,7 @@ from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from slinky import wellknown
     from slinky.grouping import KIND_PODGROUP
     from slinky.models.jobspec import SlurmJobSpec
     from slinky.models.workload import (
@@ -71,22 +72,7 @@ SA_PHASE = SearchAttributeKey.for_keyword("SlinkyPhase")
 SA_JOB_ID = SearchAttributeKey.for_int("SlinkySlurmJobId")
 SA_PARTITION = SearchAttributeKey.for_keyword("SlinkyPartition")
 
-ENDED_STATES = frozenset(
-    {
-        "CANCELLED",
-        "COMPLETED",
-        "FAILED",
-        "TIMEOUT",
-        "PREEMPTED",
-        "NODE_FAIL",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "OUT_OF_MEMORY",
-        "VANISHED",
-    }
-)
-QUIET_REASONS = frozenset({"", "None"})
-"""Pending reasons not worth a pod condition: the job was just submitted and has not been evaluated."""
+ENDED_STATES = wellknown.TERMINAL_JOB_STATES | {"VANISHED"}
 
 # Event reasons (PascalCase, shown by `kubectl describe pod`).
 REASON_SUBMITTED = "SlurmJobSubmitted"
@@ -507,7 +493,11 @@ class WorkloadWorkflow:
                 self._clear_changed()
                 await self._apply_pod_change()
                 continue
-            if self.job is not None and self.job.state == "PENDING" and self.job.reason not in QUIET_REASONS:
+            if (
+                self.job is not None
+                and self.job.state == "PENDING"
+                and self.job.reason not in wellknown.QUIET_PENDING_REASONS
+            ):
                 if self.job.reason != self.reason_shown:
                     self.reason_shown = self.job.reason
                     await self._condition("Unschedulable", f"Slurm job {self.job_id} is pending: {self.job.reason}")

@@ -104,6 +104,22 @@ spec: {{minMember: {min_member}}}
 """
 
 
+def blockers(ns: str, count: int) -> str:
+    """Pods that each take a whole node through the bridge, until deleted."""
+    return "".join(
+        f"""
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: blocker-{i}, namespace: {ns}}}
+spec:
+  schedulerName: {wellknown.SCHEDULER_NAME}
+  containers: [{{name: c, image: busybox}}]
+"""
+        for i in range(count)
+    )
+
+
 def bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for p in pods if p["spec"].get("nodeName")]
 
@@ -150,19 +166,7 @@ def test_seed_sleep_podgroup_waits_for_nodes_then_finishes(cluster: Cluster, ns:
     """Seed slide scenario: a PodGroup of two sleep pods waits (Slurm's reason shown) while nodes are busy."""
     free = cluster.free_nodes()
     assert free >= 2, "the test needs two free nodes"
-    blockers = "".join(
-        f"""
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: blocker-{i}, namespace: {ns}}}
-spec:
-  schedulerName: {wellknown.SCHEDULER_NAME}
-  containers: [{{name: c, image: busybox}}]
-"""
-        for i in range(free)
-    )
-    cluster.apply(blockers)
+    cluster.apply(blockers(ns, free))
     eventually(lambda: len(bound(cluster.pods(ns))) == free, 60, "every free node blocked")
     cluster.apply(pod_group(ns, "sleep-pg", 2))
     sleepers = "".join(
@@ -339,19 +343,7 @@ def test_gang_member_deleted_while_pending_cancels_and_resubmits(cluster: Cluste
     free = cluster.free_nodes()
     assert free >= 2, "the test needs two free nodes"
     cluster.apply(pod_group(ns, "pg", 2))
-    blockers = "".join(
-        f"""
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: blocker-{i}, namespace: {ns}}}
-spec:
-  schedulerName: {wellknown.SCHEDULER_NAME}
-  containers: [{{name: c, image: busybox}}]
-"""
-        for i in range(free - 1)
-    )
-    cluster.apply(blockers)
+    cluster.apply(blockers(ns, free - 1))
     eventually(lambda: len(bound(cluster.pods(ns))) == free - 1, 60, "all free nodes but one blocked")
     member = """
 ---

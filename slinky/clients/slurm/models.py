@@ -15,6 +15,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
+from slinky import wellknown
+
 __all__ = [
     "TERMINAL_JOB_STATES",
     "CancelResponse",
@@ -49,19 +51,7 @@ __all__ = [
 ]
 
 # Base job states after which a job never runs again (the first element of job_state).
-TERMINAL_JOB_STATES = frozenset(
-    {
-        "BOOT_FAIL",
-        "CANCELLED",
-        "COMPLETED",
-        "DEADLINE",
-        "FAILED",
-        "NODE_FAIL",
-        "OUT_OF_MEMORY",
-        "PREEMPTED",
-        "TIMEOUT",
-    }
-)
+TERMINAL_JOB_STATES = wellknown.TERMINAL_JOB_STATES
 
 
 def _unwrap_no_val(value: Any) -> Any:
