@@ -737,6 +737,43 @@ async def test_bind_of_a_pod_deleted_after_it_was_read_reports_it_gone(
     assert not node_of(kube.pod(ns, "racer"))
 
 
+async def test_remove_finalizers_is_idempotent_and_keeps_other_finalizers(
+    dev_env: dict[str, str], kube: Kube, ns: str
+) -> None:
+    """A local activity runs again when its workflow task fails (a signal raced the completion), so removing
+    the finalizer twice must not put it back. Kubernetes before 1.23 ADDS the entries of a
+    ``$deleteFromPrimitiveList`` patch to an absent list (kubernetes#105146); this apiserver is 1.20."""
+    other = "test.slinky.slurm.net/hold"
+    kube.create_pod(ns, "solo-fin", scheduler_name="nobody")
+    kube.create_pod(ns, "two-fin", scheduler_name="nobody")
+    kube.patch(ns, "solo-fin", {"metadata": {"finalizers": [wellknown.FINALIZER_SCHEDULER]}})
+    kube.patch(ns, "two-fin", {"metadata": {"finalizers": [other, wellknown.FINALIZER_SCHEDULER]}})
+    refs = []
+    for name in ("solo-fin", "two-fin"):
+        pod = kube.pod(ns, name)
+        assert pod is not None
+        refs.append(PodRef(namespace=ns, name=name, uid=pod["metadata"]["uid"]))
+    stale = PodRef(namespace=ns, name="solo-fin", uid="00000000-0000-0000-0000-000000000000")
+
+    kube_client = KubeClient.from_kubeconfig(dev_env["KUBECONFIG"])
+    acts = KubeActivities(kube_client, _OneNode())
+    try:
+        for _ in range(2):  # on 1.20 the old strategic patch toggled: removed, then added back
+            await acts.remove_finalizers(models.PodsInput(pods=refs))
+        solo_after = (kube.pod(ns, "solo-fin") or {})["metadata"].get("finalizers")
+        two_after = (kube.pod(ns, "two-fin") or {})["metadata"].get("finalizers")
+        kube.patch(ns, "solo-fin", {"metadata": {"finalizers": [wellknown.FINALIZER_SCHEDULER]}})
+        await acts.remove_finalizers(models.PodsInput(pods=[stale]))  # another pod's UID: not ours to touch
+        stale_kept = (kube.pod(ns, "solo-fin") or {})["metadata"].get("finalizers")
+        await acts.remove_finalizers(models.PodsInput(pods=refs[:1]))
+    finally:
+        await kube_client.aclose()
+        kube.patch(ns, "two-fin", {"metadata": {"finalizers": None}})
+    assert not solo_after, "removed, and not put back by the repeated removals"
+    assert two_after == [other], "only ours removed, from the second place"
+    assert stale_kept == [wellknown.FINALIZER_SCHEDULER]
+    assert not (kube.pod(ns, "solo-fin") or {})["metadata"].get("finalizers")
+
 # ------------------------------------------------------------------------------------------------ kill -9
 def worker_pid() -> int:
     return int(PID_FILE.read_text().split()[0])
