@@ -774,6 +774,7 @@ async def test_remove_finalizers_is_idempotent_and_keeps_other_finalizers(
     assert stale_kept == [wellknown.FINALIZER_SCHEDULER]
     assert not (kube.pod(ns, "solo-fin") or {})["metadata"].get("finalizers")
 
+
 # ------------------------------------------------------------------------------------------------ kill -9
 def worker_pid() -> int:
     return int(PID_FILE.read_text().split()[0])
