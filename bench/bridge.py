@@ -388,39 +388,34 @@ class Bench:
         return {"total": len(calls), "polls": len(polls), "other": len(calls) - len(polls)}
 
 
-async def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--pods", type=int, default=64)
-    parser.add_argument("--rate", type=float, default=10.0, help="offered pods/s for the latency runs")
-    parser.add_argument("--nodes", type=int, default=64, help="extra nodes for the benchmark")
-    parser.add_argument("--settle", type=float, default=32.0, help="seconds for caches to see the new nodes")
-    parser.add_argument("--gang", type=int, default=0, help="also time one PodGroup of this size (0: skip)")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    if max(args.pods, args.gang) > args.nodes:
-        raise SystemExit("--pods must not exceed --nodes: every placeholder job takes a whole node")
+async def measure(args: argparse.Namespace, only: set[str]) -> dict[str, Any]:
+    """Run the selected systems on the same stack; the ratios only when all three ran."""
     env = stack.load_env_file()
     bench = Bench(env, args)
     results: dict[str, Any] = {"pods": args.pods, "rate": args.rate, "nodes": args.nodes + 4}
     try:
         await bench.setup()
-        bench.start_kube_scheduler()
-        await asyncio.sleep(3)
-        results["raw_slurm_paced"] = await bench.raw_slurm(args.pods, args.rate)
-        results["raw_slurm_burst"] = await bench.raw_slurm(args.pods, None)
-        results["kube_scheduler_paced"] = await bench.pods(KS_NAME, args.pods, args.rate, "bench-ks")
-        results["kube_scheduler_burst"] = await bench.pods(KS_NAME, args.pods, None, "bench-ks")
-        position = bench.rest_log_position()
-        t0 = time.monotonic()
-        results["bridge_paced"] = await bench.pods(wellknown.SCHEDULER_NAME, args.pods, args.rate, "bench-br")
-        calls = bench.rest_calls_since(position)
-        calls["seconds"] = round(time.monotonic() - t0, 1)
-        calls["other_per_pod"] = round(calls["other"] / args.pods, 2)
-        results["bridge_rest_calls"] = calls
-        results["bridge_burst"] = await bench.pods(wellknown.SCHEDULER_NAME, args.pods, None, "bench-br")
+        if "kube-scheduler" in only:
+            bench.start_kube_scheduler()
+            await asyncio.sleep(3)
+        if "raw" in only:
+            results["raw_slurm_paced"] = await bench.raw_slurm(args.pods, args.rate)
+            results["raw_slurm_burst"] = await bench.raw_slurm(args.pods, None)
+        if "kube-scheduler" in only:
+            results["kube_scheduler_paced"] = await bench.pods(KS_NAME, args.pods, args.rate, "bench-ks")
+            results["kube_scheduler_burst"] = await bench.pods(KS_NAME, args.pods, None, "bench-ks")
+        if "bridge" in only:
+            position = bench.rest_log_position()
+            t0 = time.monotonic()
+            results["bridge_paced"] = await bench.pods(wellknown.SCHEDULER_NAME, args.pods, args.rate, "bench-br")
+            calls = bench.rest_calls_since(position)
+            calls["seconds"] = round(time.monotonic() - t0, 1)
+            calls["other_per_pod"] = round(calls["other"] / args.pods, 2)
+            results["bridge_rest_calls"] = calls
+            results["bridge_burst"] = await bench.pods(wellknown.SCHEDULER_NAME, args.pods, None, "bench-br")
         if args.gang:
-            raw_gang = await bench.raw_gang(args.gang)
-            bridge_gang = await bench.bridge_gang(args.gang)
+            raw_gang = await bench.raw_gang(args.gang) if "raw" in only else float("nan")
+            bridge_gang = await bench.bridge_gang(args.gang) if "bridge" in only else float("nan")
             results["gang"] = {
                 "size": args.gang,
                 "raw_slurm_submit_to_running_ms": round(raw_gang * 1000, 1),
@@ -429,12 +424,38 @@ async def main() -> int:
             }
     finally:
         await bench.teardown()
-    raw, ks, br = results["raw_slurm_paced"], results["kube_scheduler_burst"], results["bridge_paced"]
-    results["ratios"] = {
-        "bridge_vs_kube_scheduler_pods_per_second": round(results["bridge_burst"]["per_second"] / ks["per_second"], 2),
-        "bridge_p50_minus_raw_slurm_p50_ms": round(br["p50_ms"] - raw["p50_ms"], 1),
-        "bridge_p99_ms": br["p99_ms"],
-    }
+    if only == {"raw", "kube-scheduler", "bridge"}:
+        raw, ks, br = results["raw_slurm_paced"], results["kube_scheduler_burst"], results["bridge_paced"]
+        results["ratios"] = {
+            "bridge_vs_kube_scheduler_pods_per_second": round(
+                results["bridge_burst"]["per_second"] / ks["per_second"], 2
+            ),
+            "bridge_p50_minus_raw_slurm_p50_ms": round(br["p50_ms"] - raw["p50_ms"], 1),
+            "bridge_p99_ms": br["p99_ms"],
+        }
+    return results
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pods", type=int, default=64)
+    parser.add_argument("--rate", type=float, default=10.0, help="offered pods/s for the latency runs")
+    parser.add_argument("--nodes", type=int, default=64, help="extra nodes for the benchmark")
+    parser.add_argument("--settle", type=float, default=32.0, help="seconds for caches to see the new nodes")
+    parser.add_argument("--gang", type=int, default=0, help="also time one PodGroup of this size (0: skip)")
+    parser.add_argument(
+        "--only",
+        default="raw,kube-scheduler,bridge",
+        help="comma-separated systems to run: raw, kube-scheduler, bridge (ratios need all three)",
+    )
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    if only - {"raw", "kube-scheduler", "bridge"}:
+        raise SystemExit(f"--only: unknown system(s) {sorted(only - {'raw', 'kube-scheduler', 'bridge'})}")
+    if max(args.pods, args.gang) > args.nodes:
+        raise SystemExit("--pods must not exceed --nodes: every placeholder job takes a whole node")
+    results = await measure(args, only)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
@@ -448,10 +469,13 @@ async def main() -> int:
         "bridge_paced",
         "bridge_burst",
     ):
-        r = results[key]
-        print(f"{key:28} {r['p50_ms']:>9} {r['p99_ms']:>9} {r['per_second']:>9} {r['n']:>5}")
-    print("slurmrestd requests during the bridge's paced run:", results["bridge_rest_calls"])
-    print("ratios:", results["ratios"])
+        if key in results:
+            r = results[key]
+            print(f"{key:28} {r['p50_ms']:>9} {r['p99_ms']:>9} {r['per_second']:>9} {r['n']:>5}")
+    if "bridge_rest_calls" in results:
+        print("slurmrestd requests during the bridge's paced run:", results["bridge_rest_calls"])
+    if "ratios" in results:
+        print("ratios:", results["ratios"])
     if "gang" in results:
         print("gang:", results["gang"])
     return 0

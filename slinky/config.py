@@ -26,6 +26,12 @@ class SlurmSettings(BaseModel):
     connect_timeout_seconds: float = Field(3.0, description="Connect timeout, seconds.")
     max_connections: int = Field(32, description="Connection cap; slurmrestd serves at most 124.")
     watch_interval_seconds: float = Field(0.25, description="Job watcher poll interval, seconds.")
+    watch_fast_interval_seconds: float = Field(
+        0.05, description="Poll interval while a job the bridge just submitted is pending (its pods wait), seconds."
+    )
+    watch_fast_window_seconds: float = Field(
+        3.0, description="How long after its submit a pending job keeps the fast poll interval, seconds."
+    )
 
 
 class KubeSettings(BaseModel):

@@ -58,7 +58,13 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     kube = KubeClient.from_kubeconfig(settings.kube.kubeconfig)
     slurm = SlurmClient.from_settings(settings.slurm)
     nodes = NodeCache(kube, slurm)
-    router = SlurmJobRouter(slurm, temporal, interval_seconds=settings.slurm.watch_interval_seconds)
+    router = SlurmJobRouter(
+        slurm,
+        temporal,
+        interval_seconds=settings.slurm.watch_interval_seconds,
+        fast_interval_seconds=settings.slurm.watch_fast_interval_seconds,
+        fast_window_seconds=settings.slurm.watch_fast_window_seconds,
+    )
     defaults = TranslateDefaults(partition=settings.bridge.partition, mcs_label=settings.bridge.mcs_label)
     pods = PodWatcher(
         kube,

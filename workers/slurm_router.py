@@ -49,10 +49,26 @@ def is_news(event: WatchEvent) -> bool:
 class SlurmJobRouter:
     """The bridge's job watcher, job index and signal router in one."""
 
-    def __init__(self, slurm: SlurmApi, temporal: Client, *, interval_seconds: float = 0.25) -> None:
+    def __init__(
+        self,
+        slurm: SlurmApi,
+        temporal: Client,
+        *,
+        interval_seconds: float = 0.25,
+        fast_interval_seconds: float | None = None,
+        fast_window_seconds: float = 3.0,
+    ) -> None:
         # State-probe mode: a cheap `jobs/state` poll per interval, a job read only when it starts running,
-        # and the full list every 2 s for pending reasons (docs/benchmarks.md says why).
-        self.watcher = JobWatcher(slurm, interval_seconds=interval_seconds, identity=_identity, state_probe=True)
+        # and the full list every 2 s for pending reasons; polled faster for a few seconds after each submit,
+        # while a pod waits for its job to start (docs/benchmarks.md says why).
+        self.watcher = JobWatcher(
+            slurm,
+            interval_seconds=interval_seconds,
+            identity=_identity,
+            state_probe=True,
+            fast_interval_seconds=fast_interval_seconds,
+            fast_window_seconds=fast_window_seconds,
+        )
         self.temporal = temporal
         self._live: dict[str, JobInfo] = {}
         self._sem = asyncio.Semaphore(SIGNAL_CONCURRENCY)

@@ -57,6 +57,9 @@ class WebhookServer(ThreadingHTTPServer):
         # The handshake runs at the first read, in the connection's own thread: a slow client cannot
         # stall accept().
         sock.settimeout(IDLE_SECONDS)
+        # Headers and body leave in one write (``wbufsize``), and never wait for the peer's delayed ACK:
+        # without both, Nagle's algorithm held each answer about 20 ms (45 ms per pod create, measured).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -69,6 +72,7 @@ class WebhookServer(ThreadingHTTPServer):
 
 class WebhookHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    wbufsize = 64 * 1024  # buffered: handle_one_request flushes once per response
     server: WebhookServer
     server_version = "slinky-webhook"
 

@@ -162,6 +162,8 @@ class JobWatcher:
         identity: Callable[[JobInfo], Hashable] = default_identity,
         state_probe: bool = False,
         full_poll_seconds: float = 2.0,
+        fast_interval_seconds: float | None = None,
+        fast_window_seconds: float = 3.0,
     ) -> None:
         self._client = client
         self.interval_seconds = interval_seconds
@@ -169,6 +171,9 @@ class JobWatcher:
         self._identity = identity
         self.state_probe = state_probe
         self.full_poll_seconds = full_poll_seconds
+        self.fast_interval_seconds = fast_interval_seconds
+        self.fast_window_seconds = fast_window_seconds
+        self._fresh: dict[int, float] = {}
         self._last_full = 0.0
         self._hints: dict[int, tuple[JobInfo, float]] = {}
         self.details_read = 0
@@ -213,7 +218,23 @@ class JobWatcher:
     def expect(self, job: JobInfo) -> None:
         """Announce a job this process just submitted, so that in state-probe mode its first sighting needs
         no extra read (its name, comments and limits are known; the probe supplies its state)."""
-        self._hints[job.job_id] = (job, time.monotonic())
+        now = time.monotonic()
+        self._hints[job.job_id] = (job, now)
+        if self.fast_interval_seconds is not None:
+            self._fresh[job.job_id] = now
+
+    def current_interval(self) -> float:
+        """The wait before the next poll: ``fast_interval_seconds`` while a job announced by :meth:`expect`
+        less than ``fast_window_seconds`` ago is still pending (the moment its start matters most: a pod
+        waits to be bound), else ``interval_seconds``."""
+        if self.fast_interval_seconds is None or not self._fresh:
+            return self.interval_seconds
+        now = time.monotonic()
+        for job_id, since in list(self._fresh.items()):
+            job = self._jobs.get(job_id)
+            if now - since > self.fast_window_seconds or (job is not None and not job.is_pending):
+                del self._fresh[job_id]
+        return self.fast_interval_seconds if self._fresh else self.interval_seconds
 
     def request_resync(self) -> None:
         """Make the next poll fetch and diff the full list (e.g. after a known controller restart)."""
@@ -370,7 +391,7 @@ class JobWatcher:
             self.consecutive_errors = 0
             delay = self.interval_seconds
             # Keep the period fixed: one request per interval, however long the poll took.
-            await asyncio.sleep(max(0.0, self.interval_seconds - (time.monotonic() - started)))
+            await asyncio.sleep(max(0.0, self.current_interval() - (time.monotonic() - started)))
 
     def start(self) -> asyncio.Task[None]:
         """Start :meth:`run` as a background task (idempotent)."""

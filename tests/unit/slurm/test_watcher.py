@@ -231,3 +231,36 @@ async def test_state_probe_reads_unannounced_jobs_and_refreshes_details_by_full_
     fake.calls.clear()
     assert _kinds(await watcher.poll_once()) == [(A, other)]
     assert fake.calls == ["job_states", "get_job"], "an unannounced job is read once"
+
+
+async def test_fast_interval_while_an_announced_job_is_young_and_pending(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pod waits while its job is pending: poll fast for a few seconds after the submit, then slow down,
+    and at once when the job starts (or nothing was announced)."""
+    clock = [1000.0]
+    monkeypatch.setattr("slinky.clients.slurm.watcher.time.monotonic", lambda: clock[0])
+    fake = _fake()
+    watcher = JobWatcher(
+        fake, state_probe=True, full_poll_seconds=3600, fast_interval_seconds=0.05, fast_window_seconds=3.0
+    )
+    await watcher.poll_once()
+    assert watcher.current_interval() == 0.25, "nothing announced: the normal interval"
+    first = await fake.submit_job(_job("first", comment="mine"))
+    watcher.expect(JobInfo(job_id=first, name="first", job_state=["PENDING"], comment="mine"))
+    assert watcher.current_interval() == 0.05, "announced and not yet seen: fast"
+    await watcher.poll_once()
+    assert watcher.current_interval() == 0.05, "seen pending: still fast"
+    fake.tick()
+    await watcher.poll_once()
+    assert watcher.jobs[first].is_running
+    assert watcher.current_interval() == 0.25, "started: back to the normal interval"
+
+    second = await fake.submit_job(_job("second", comment="mine", minimum_nodes=10_000))  # cannot start
+    watcher.expect(JobInfo(job_id=second, name="second", job_state=["PENDING"], comment="mine"))
+    await watcher.poll_once()
+    assert watcher.current_interval() == 0.05
+    clock[0] += 3.5
+    assert watcher.current_interval() == 0.25, "pending longer than the window: the normal interval"
+
+    slow = JobWatcher(fake, state_probe=True)
+    slow.expect(JobInfo(job_id=second, name="second", job_state=["PENDING"], comment="mine"))
+    assert slow.current_interval() == 0.25, "no fast interval configured"
