@@ -204,7 +204,7 @@ class KubeActivities:
             }
         }
         try:
-            await self.kube.patch(pod_path(ref.namespace, ref.name), patch, patch_type="strategic")
+            await self.kube.patch(pod_path(ref.namespace, ref.name), patch, patch_type="strategic", decode=False)
         except KubeNotFound:
             return False
         except KubeRejected as err:
@@ -240,7 +240,7 @@ class KubeActivities:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            await self.kube.create(pod_path(ref.namespace, ref.name, "binding"), binding)
+            await self.kube.create(pod_path(ref.namespace, ref.name, "binding"), binding, decode=False)
         except KubeNotFound:
             return None
         except KubeConflict:
@@ -282,6 +282,7 @@ class KubeActivities:
                     pod_path(ref.namespace, ref.name, "status"),
                     {"metadata": {"uid": ref.uid}, "status": {"conditions": [condition]}},
                     patch_type="strategic",
+                    decode=False,
                 )
             except (KubeNotFound, KubeConflict, KubeRejected):
                 return
@@ -316,7 +317,7 @@ class KubeActivities:
                 "reportingComponent": COMPONENT,
             }
             try:
-                await self.kube.create(f"/api/v1/namespaces/{ref.namespace}/events", event)
+                await self.kube.create(f"/api/v1/namespaces/{ref.namespace}/events", event, decode=False)
             except (KubeRejected, KubeNotFound) as err:
                 logger.warning("event %s on %s not recorded: %s", data.reason, ref.key, err)
 
@@ -328,7 +329,9 @@ class KubeActivities:
 
         async def one(ref: PodRef) -> None:
             try:
-                await self.kube.delete(pod_path(ref.namespace, ref.name), grace_seconds=data.grace_seconds, uid=ref.uid)
+                await self.kube.delete(
+                    pod_path(ref.namespace, ref.name), grace_seconds=data.grace_seconds, uid=ref.uid, decode=False
+                )
             except (KubeNotFound, KubeConflict):
                 return  # gone already, or the UID precondition failed: our pod is gone
 
@@ -371,7 +374,7 @@ class KubeActivities:
                     {"op": "remove", "path": path},
                 ]
                 try:
-                    await self.kube.patch(pod_path(ref.namespace, ref.name), patch, patch_type="json")
+                    await self.kube.patch(pod_path(ref.namespace, ref.name), patch, patch_type="json", decode=False)
                     return
                 except KubeNotFound:
                     return
@@ -389,7 +392,7 @@ class KubeActivities:
     async def set_group_phase(self, data: GroupPhaseInput) -> None:
         """Keep a PodGroup's ``status.phase`` current (Scheduling, Running, Finished, Failed)."""
         try:
-            await self.kube.patch(data.group.api_path() + "/status", {"status": {"phase": data.phase}})
+            await self.kube.patch(data.group.api_path() + "/status", {"status": {"phase": data.phase}}, decode=False)
         except KubeNotFound:
             return
 

@@ -203,7 +203,10 @@ class KubeClient:
         body: Any = None,
         params: Mapping[str, Any] | None = None,
         content_type: str = "application/json",
+        decode: bool = True,
     ) -> Obj:
+        """One API call; the answer parsed, or ``{}`` with ``decode=False`` (writes whose answer, the whole
+        object, nobody reads: parsing a pod costs more CPU than sending the request)."""
         content = None if body is None else json.dumps(body)
         headers = {"Content-Type": content_type} if content is not None else None
         try:
@@ -211,26 +214,30 @@ class KubeClient:
         except httpx.TransportError as err:
             raise KubeUnavailable(f"{method} {path}: {type(err).__name__}", status_code=None) from err
         raise_for_status(resp, method, path)
+        if not decode:
+            return {}
         data = resp.json() if resp.content else {}
         return data if isinstance(data, dict) else {"items": data}
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Obj:
         return await self.request("GET", path, params=params)
 
-    async def create(self, path: str, body: Obj) -> Obj:
-        return await self.request("POST", path, body=body)
+    async def create(self, path: str, body: Obj, *, decode: bool = True) -> Obj:
+        return await self.request("POST", path, body=body, decode=decode)
 
-    async def patch(self, path: str, body: Any, patch_type: PatchType = "merge") -> Obj:
-        return await self.request("PATCH", path, body=body, content_type=CONTENT_TYPES[patch_type])
+    async def patch(self, path: str, body: Any, patch_type: PatchType = "merge", *, decode: bool = True) -> Obj:
+        return await self.request("PATCH", path, body=body, content_type=CONTENT_TYPES[patch_type], decode=decode)
 
-    async def delete(self, path: str, *, grace_seconds: int | None = None, uid: str | None = None) -> Obj:
+    async def delete(
+        self, path: str, *, grace_seconds: int | None = None, uid: str | None = None, decode: bool = True
+    ) -> Obj:
         """Delete; a precondition on ``uid`` never deletes a newer object that reuses the name."""
         body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if grace_seconds is not None:
             body["gracePeriodSeconds"] = grace_seconds
         if uid is not None:
             body["preconditions"] = {"uid": uid}
-        return await self.request("DELETE", path, body=body)
+        return await self.request("DELETE", path, body=body, decode=decode)
 
     async def watch(self, path: str, params: Mapping[str, Any] | None = None) -> AsyncIterator[Obj]:
         """Yield watch events (``{"type": ..., "object": ...}``) until the server closes the stream.

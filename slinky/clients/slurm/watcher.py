@@ -162,6 +162,7 @@ class JobWatcher:
         identity: Callable[[JobInfo], Hashable] = default_identity,
         state_probe: bool = False,
         full_poll_seconds: float = 2.0,
+        idle_full_poll_seconds: float = 30.0,
         fast_interval_seconds: float | None = None,
         fast_window_seconds: float = 3.0,
     ) -> None:
@@ -171,6 +172,7 @@ class JobWatcher:
         self._identity = identity
         self.state_probe = state_probe
         self.full_poll_seconds = full_poll_seconds
+        self.idle_full_poll_seconds = idle_full_poll_seconds
         self.fast_interval_seconds = fast_interval_seconds
         self.fast_window_seconds = fast_window_seconds
         self._fresh: dict[int, float] = {}
@@ -255,12 +257,7 @@ class JobWatcher:
         Raises:
             SlurmError: The poll failed; the next poll resyncs.
         """
-        if (
-            self.state_probe
-            and self._synced_once
-            and not self._need_resync
-            and time.monotonic() - self._last_full < self.full_poll_seconds
-        ):
+        if self.state_probe and self._synced_once and not self._need_resync and not self._full_poll_due():
             return await self._probe_once()
         update_time = None if self._need_resync or self._last_update is None else self._last_update - 1
         try:
@@ -315,6 +312,15 @@ class JobWatcher:
             kind = JobEventType.FINISHED if job.is_finished and not old.is_finished else JobEventType.CHANGED
             events.append(JobEvent(kind, job.job_id, job, old, now))
         self._jobs[job.job_id] = job
+
+    def _full_poll_due(self) -> bool:
+        """State-probe mode reads the full list every ``full_poll_seconds`` while a job is pending (its
+        reason is what users wait on), else only every ``idle_full_poll_seconds``: the probe already
+        sees every state change, and a full list of a busy cluster is the costliest read there is."""
+        since = time.monotonic() - self._last_full
+        if since >= self.idle_full_poll_seconds:
+            return True
+        return since >= self.full_poll_seconds and any(job.is_pending for job in self._jobs.values())
 
     async def _probe_once(self) -> list[JobEvent]:
         """State-probe mode: ``GET jobs/state`` (cheap), then read only the jobs whose details matter now.

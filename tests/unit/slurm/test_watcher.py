@@ -217,20 +217,43 @@ async def test_state_probe_reads_a_job_only_when_it_starts_running() -> None:
     assert _kinds(await watcher.poll_once()) == [(VAN, job_id)]
 
 
-async def test_state_probe_reads_unannounced_jobs_and_refreshes_details_by_full_polls() -> None:
-    fake = _fake()
-    watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=0.0)
+async def test_state_probe_reads_unannounced_jobs_and_refreshes_details_by_full_polls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stranger job is read once; the full list (pending reasons) is read every ``full_poll_seconds`` only
+    while a job is pending, and otherwise every ``idle_full_poll_seconds``."""
+    clock = [1000.0]
+    monkeypatch.setattr("slinky.clients.slurm.watcher.time.monotonic", lambda: clock[0])
+    fake = _fake(nodes=1)
+    watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=2.0, idle_full_poll_seconds=30.0)
     await watcher.poll_once()
     job_id = await fake.submit_job(_job("stranger"))
-    # full_poll_seconds=0: every poll is a full list, as without probing.
     fake.calls.clear()
     assert _kinds(await watcher.poll_once()) == [(A, job_id)]
-    assert fake.calls == ["list_jobs"]
-    watcher.full_poll_seconds = 3600
-    other = await fake.submit_job(_job("other"))
-    fake.calls.clear()
-    assert _kinds(await watcher.poll_once()) == [(A, other)]
     assert fake.calls == ["job_states", "get_job"], "an unannounced job is read once"
+    fake.tick()  # it starts: nothing pending any more
+    await watcher.poll_once()
+    clock[0] += 5
+    fake.calls.clear()
+    await watcher.poll_once()
+    assert fake.calls == ["job_states"], "nothing pending: no full list after 5 s"
+    waiting = await fake.submit_job(_job("waiting"))  # the only node is taken: stays pending
+    await watcher.poll_once()
+    assert watcher.jobs[waiting].is_pending
+    clock[0] += 2.5
+    fake.calls.clear()
+    await watcher.poll_once()
+    assert fake.calls == ["list_jobs"], "a job is pending: the full list every 2 s, for its reason"
+    await fake.cancel_job(waiting)
+    await watcher.poll_once()
+    clock[0] += 2.5
+    fake.calls.clear()
+    await watcher.poll_once()
+    assert fake.calls == ["job_states"]
+    clock[0] += 30
+    fake.calls.clear()
+    await watcher.poll_once()
+    assert fake.calls == ["list_jobs"], "idle: still a full list every 30 s, to catch any drift"
 
 
 async def test_fast_interval_while_an_announced_job_is_young_and_pending(monkeypatch: pytest.MonkeyPatch) -> None:
