@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 from slinky import pods, wellknown
 from slinky.clients.errors import KubeConflict, KubeNotFound, KubeRejected, KubeUnavailable
+from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient, Obj, pod_path
 from slinky.grouping import KIND_LWS, GroupRef
 from slinky.models.workload import (
@@ -72,9 +73,11 @@ class KubeActivities:
     one activity (one history marker), not 64.
     """
 
-    def __init__(self, kube: KubeClient, nodes: NodeView) -> None:
+    def __init__(self, kube: KubeClient, nodes: NodeView, events: EventRecorder | None = None) -> None:
         self.kube = kube
         self.nodes = nodes
+        self.events = events
+        """Where Events go: the worker's background recorder (never holds a step); None posts them inline."""
 
     async def _get_pod(self, ref: PodRef) -> Obj | None:
         """The pod with this UID, or None (deleted, or its name reused by a newer pod)."""
@@ -316,6 +319,9 @@ class KubeActivities:
                 "count": 1,
                 "reportingComponent": COMPONENT,
             }
+            if self.events is not None:
+                self.events.record(event)
+                return
             try:
                 await self.kube.create(f"/api/v1/namespaces/{ref.namespace}/events", event, decode=False)
             except (KubeRejected, KubeNotFound) as err:

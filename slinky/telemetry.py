@@ -68,6 +68,25 @@ CREATE_TO_BOUND = Histogram(
     buckets=(0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800),
     registry=REGISTRY,
 )
+JOB_START_SEEN = Histogram(
+    "slinky_bridge_job_submit_to_running_seen_seconds",
+    "From the bridge's submit of a placeholder job to its job watcher seeing it RUNNING (Slurm's scheduling"
+    " latency plus the poll interval).",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800),
+    registry=REGISTRY,
+)
+SIGNAL_SECONDS = Histogram(
+    "slinky_bridge_signal_seconds",
+    "Time to deliver one signal to a workload lifecycle (Temporal RPC, retries included). kind: pod_event, job_event.",
+    ["kind"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5),
+    registry=REGISTRY,
+)
+EVENTS_DROPPED = Counter(
+    "slinky_bridge_events_dropped_total",
+    "Kubernetes Events not recorded because the background event queue was full.",
+    registry=REGISTRY,
+)
 GC_ACTIONS = Counter(
     "slinky_bridge_gc_actions_total",
     "Garbage-collection actions. action: cancel_job (orphan Slurm job), delete_pod (pod whose job is gone).",

@@ -23,6 +23,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from activities.kube import KubeActivities
 from activities.slurm import SlurmActivities
 from slinky import telemetry
+from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
 from slinky.clients.slurm import SlurmClient
 from slinky.config import Settings
@@ -77,7 +78,8 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     if settings.telemetry.metrics_port:
         telemetry.REGISTRY.register(telemetry.PollCollector(lambda: (router.watcher.polls, router.watcher.errors)))
         telemetry.start_metrics_server(settings.telemetry.metrics_port, settings.telemetry.metrics_address)
-    kube_acts = KubeActivities(kube, nodes)
+    events = EventRecorder(kube)  # Events are posted in the background, like client-go's recorder
+    kube_acts = KubeActivities(kube, nodes, events)
     slurm_acts = SlurmActivities(slurm, router)
     worker = Worker(
         temporal,
@@ -100,6 +102,7 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
         asyncio.create_task(gc.run(), name="gc"),
         asyncio.create_task(NodeSyncer.from_settings(kube, slurm, settings).run(), name="node-sync"),
     ]
+    events.start()
     try:
         await asyncio.wait_for(nodes.synced.wait(), timeout=30)
         async with worker:
@@ -112,6 +115,7 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
         for task in background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await events.aclose()
         await kube.aclose()
         await slurm.aclose()
 

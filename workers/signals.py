@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from temporalio.client import Client
@@ -21,6 +22,7 @@ async def signal_lifecycle(temporal: Client, workflow_id: str, name: str, arg: A
     A lifecycle that already ended (NOT_FOUND) has nothing left to learn: that is not an error. Other RPC
     failures are retried with backoff (the watchers' next event or the safety re-check covers a loss).
     """
+    started = time.monotonic()
     async with limit:
         for attempt in range(ATTEMPTS):
             try:
@@ -32,5 +34,6 @@ async def signal_lifecycle(temporal: Client, workflow_id: str, name: str, arg: A
                 await asyncio.sleep(0.2 * 2**attempt)
                 continue
             telemetry.SIGNALS_SENT.labels(name).inc()
+            telemetry.SIGNAL_SECONDS.labels(name).observe(time.monotonic() - started)
             return True
     return False

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Hashable
 
 from temporalio.client import Client
 
 from activities.slurm import job_event_of
-from slinky import wellknown
+from slinky import telemetry, wellknown
 from slinky.clients.slurm import JobEvent as WatchEvent
 from slinky.clients.slurm import JobEventType, JobInfo, JobWatcher, SlurmApi
 from slinky.models.workload import JobEvent, workflow_id_from_job_comment
@@ -71,6 +72,7 @@ class SlurmJobRouter:
         )
         self.temporal = temporal
         self._live: dict[str, JobInfo] = {}
+        self._submitted: dict[int, float] = {}
         self._sem = asyncio.Semaphore(SIGNAL_CONCURRENCY)
         self._tasks: set[asyncio.Task[None]] = set()
         self.signals_sent = 0
@@ -88,6 +90,7 @@ class SlurmJobRouter:
         workflow_id = workflow_id_from_job_comment(job.comment)
         if workflow_id is not None:
             self._live[workflow_id] = job
+        self._submitted[job.job_id] = time.monotonic()
         self.watcher.expect(job)
 
     # Routing ----------------------------------------------------------------------------------------
@@ -96,6 +99,10 @@ class SlurmJobRouter:
         if workflow_id is None:
             return
         vanished = event.type is JobEventType.VANISHED
+        if vanished or not event.job.is_pending:
+            submitted = self._submitted.pop(event.job_id, None)
+            if submitted is not None and event.job.is_running and not vanished:
+                telemetry.JOB_START_SEEN.observe(time.monotonic() - submitted)
         if vanished or event.job.is_finished:
             if self._live.get(workflow_id, event.job).job_id == event.job_id:
                 self._live.pop(workflow_id, None)

@@ -140,10 +140,18 @@ def raise_for_status(resp: httpx.Response, method: str, path: str) -> None:
     elif code == 410:
         cls = KubeGone
     elif code == 429 or code >= 500:
-        cls = KubeUnavailable
+        raise KubeUnavailable(text, status_code=code, reason=reason, retry_after=_retry_after(resp))
     else:
         cls = KubeRejected
     raise cls(text, status_code=code, reason=reason)
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    """``Retry-After`` in seconds (the API server sends seconds under load shedding), else None."""
+    try:
+        return max(0.0, float(resp.headers["Retry-After"]))
+    except (KeyError, ValueError):
+        return None
 
 
 def pod_path(namespace: str, name: str | None = None, sub: str | None = None) -> str:

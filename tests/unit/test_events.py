@@ -1,0 +1,83 @@
+"""EventRecorder: Events posted in the background, never holding the caller; retried once when unavailable."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+
+from slinky import telemetry
+from slinky.clients.events import EventRecorder
+from slinky.clients.kube import KubeClient, KubeConfig
+
+
+def _event(name: str, reason: str = "Bound") -> dict[str, object]:
+    return {
+        "metadata": {"generateName": f"{name}.", "namespace": "ns"},
+        "involvedObject": {"kind": "Pod", "namespace": "ns", "name": name, "uid": "u-" + name},
+        "reason": reason,
+        "message": "m",
+    }
+
+
+def _client(handler: httpx.MockTransport) -> KubeClient:
+    return KubeClient(KubeConfig(server="https://kube.test", ssl_context=False), transport=handler)
+
+
+async def test_record_returns_at_once_and_the_consumers_post_every_event() -> None:
+    gate = asyncio.Event()
+    posted: list[str] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        await gate.wait()  # the API server is slow
+        assert request.url.path == "/api/v1/namespaces/ns/events"
+        posted.append(json.loads(request.content)["involvedObject"]["name"])
+        return httpx.Response(201, json={"kind": "Event"})
+
+    kube = _client(httpx.MockTransport(handler))
+    async with EventRecorder(kube, consumers=2) as recorder:
+        for i in range(5):
+            recorder.record(_event(f"p{i}"))  # does not wait for the slow server
+        assert posted == []
+        gate.set()
+        await recorder.flush()
+    assert sorted(posted) == [f"p{i}" for i in range(5)]
+    assert recorder.posted == 5
+    await kube.aclose()
+
+
+async def test_unavailable_is_retried_once_and_a_refusal_is_not() -> None:
+    calls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        name = json.loads(request.content)["involvedObject"]["name"]
+        calls.append(name)
+        if name == "flaky" and calls.count("flaky") == 1:
+            return httpx.Response(503, headers={"Retry-After": "0"}, json={"kind": "Status", "code": 503})
+        if name == "closing":
+            return httpx.Response(403, json={"kind": "Status", "code": 403, "message": "namespace is terminating"})
+        return httpx.Response(201, json={})
+
+    kube = _client(httpx.MockTransport(handler))
+    async with EventRecorder(kube, consumers=1) as recorder:
+        recorder.record(_event("flaky"))
+        recorder.record(_event("closing"))
+        await recorder.flush()
+    assert calls == ["flaky", "flaky", "closing"]
+    assert recorder.posted == 1
+    await kube.aclose()
+
+
+async def test_a_full_queue_drops_and_counts_instead_of_blocking() -> None:
+    kube = _client(httpx.MockTransport(lambda request: httpx.Response(201, json={})))
+    recorder = EventRecorder(kube, max_queue=2)  # not started: nothing drains the queue
+    before = telemetry.EVENTS_DROPPED._value.get()
+    for i in range(3):
+        recorder.record(_event(f"p{i}"))
+    assert recorder.dropped == 1
+    assert telemetry.EVENTS_DROPPED._value.get() == before + 1
+    async with recorder:
+        await recorder.flush()
+    assert recorder.posted == 2
+    await kube.aclose()
