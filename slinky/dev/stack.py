@@ -752,6 +752,19 @@ def start_slurmd(procs: ProcessTable, count: int) -> None:
         log(f"{count} real slurmd nodes idle in partition 'real'")
 
 
+def forget_stale_slurmd_nodes(procs: ProcessTable) -> None:
+    """Delete dynamic ``dynN`` nodes whose slurmd no longer runs (slurmctld keeps them in its saved state
+    across ``down``/``up``). Left in place, slurmctld keeps pinging their addresses, which no namespace of
+    ours holds any more, so the pings would leave the machine."""
+    sinfo = _chroot("/usr/bin/sinfo", "-h", "-N", "-p", "real", "-o", "%N")
+    listed = subprocess.run(sinfo, text=True, capture_output=True, check=False).stdout.split()
+    stale = [n for n in dict.fromkeys(listed) if n.startswith("dyn") and procs.running(f"slurmd-{n[3:]}") is None]
+    for name in stale:
+        subprocess.run(_chroot("/usr/bin/scontrol", "delete", f"nodename={name}"), capture_output=True, check=False)
+    if stale:
+        log(f"forgot {len(stale)} slurmd node(s) whose daemon is gone: {', '.join(stale)}")
+
+
 def _delete_netns() -> None:
     if not _netns_file().is_file():
         return
@@ -899,6 +912,7 @@ def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True) -> int:
         log(f"admission webhook up on 127.0.0.1:{dev_webhook.PORT}, registered as pods.slinky.slurm.net")
         if workers:
             start_workers(procs)
+        forget_stale_slurmd_nodes(procs)
         if slurmd:
             start_slurmd(procs, slurmd)
         env = write_env()

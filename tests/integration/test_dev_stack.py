@@ -17,6 +17,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from slinky import wellknown
+from slinky.dev.procs import ProcessTable
 from tests.integration.smoke_workflow import SmokeWorkflow, greet
 
 pytestmark = pytest.mark.integration
@@ -219,3 +220,35 @@ def test_real_slurmd_nodes_run_a_batch_job(dev_env: dict[str, str]) -> None:
     assert job["job_state"] == ["COMPLETED"], job["job_state"]
     assert job["nodes"] == "dyn[1-2]"
     assert job["batch_flag"] is True
+
+
+def test_a_gone_slurmd_node_is_forgotten_by_the_next_up(dev_env: dict[str, str]) -> None:
+    """A dynamic node whose slurmd stopped stays in slurmctld's saved state; left there, slurmctld would keep
+    pinging an address no namespace of ours holds. The next `dev up` deletes it; `--slurmd 2` brings it back."""
+
+    def up(*args: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "slinky.cli", "dev", "up", *args],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return out.stdout + out.stderr
+
+    def real_nodes(rest: httpx.Client) -> set[str]:
+        nodes = rest.get("/slurm/v0.0.44/nodes").raise_for_status().json()["nodes"]
+        return {n["name"] for n in nodes if "real" in n.get("partitions", [])}
+
+    up("--slurmd", "2")
+    procs = ProcessTable(REPO / ".slinky-dev" / "pids")
+    assert procs.stop("slurmd-2")
+    try:
+        assert "forgot 1 slurmd node(s) whose daemon is gone: dyn2" in up()
+        with slurm(dev_env) as rest:
+            assert real_nodes(rest) == {"dyn1"}
+    finally:
+        up("--slurmd", "2")
+    with slurm(dev_env) as rest:
+        assert real_nodes(rest) == {"dyn1", "dyn2"}
