@@ -38,7 +38,9 @@ def namespace(dev_env: dict[str, str]) -> Iterator[str]:
 
 def test_bridge_metrics_count_real_bindings_and_pass_promtool(dev_env: dict[str, str], namespace: str) -> None:
     port = stack.PORTS.bridge_metrics
-    before = sample(scrape(port), "slinky_bridge_pods_bound_total")
+    first = scrape(port)
+    before = sample(first, "slinky_bridge_pods_bound_total")
+    seen_before = sample(first, "slinky_bridge_job_submit_to_running_seen_seconds_count")
     pod = f"""
 apiVersion: v1
 kind: Pod
@@ -62,6 +64,10 @@ spec:
     assert sample(text, "slinky_bridge_pod_create_to_bound_seconds_count") >= 1
     assert sample(text, "slinky_bridge_workflows_started_total") >= 1
     assert sample(text, 'slinky_bridge_slurm_job_polls_total{result="ok"}') > 0
+    # The job's start was seen after the bridge's own submit, and its signal delivered (timed).
+    assert sample(text, "slinky_bridge_job_submit_to_running_seen_seconds_count") > seen_before
+    assert sample(text, 'slinky_bridge_signal_seconds_count{kind="job_event"}') >= 1
+    assert sample(text, "slinky_bridge_events_dropped_total") == 0
     lint = subprocess.run([str(stack.promtool()), "check", "metrics"], input=text, text=True, capture_output=True)
     assert lint.returncode == 0, lint.stderr
     sdk = scrape(port + 1)
