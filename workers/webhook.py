@@ -4,7 +4,8 @@
 comes from ``Settings().bridge`` (``SLINKY_BRIDGE__*``) unless a flag overrides it. The rules live in
 ``slinky.admission`` (pure); this module only speaks HTTP and TLS, with the standard library: one
 thread per connection, TLS handshakes in that thread, keep-alive for the API server's pooled
-connections. Logs are JSON lines, one per review.
+connections, and the serving certificate reloaded when its files change (cert-manager rotation). Logs are
+JSON lines, one per review.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import socket
 import ssl
@@ -42,15 +44,64 @@ ROUTES: Final[dict[str, tuple[admission.Kind, bool]]] = {
 }
 
 
+class ServingCert:
+    """The serving certificate, reloaded when its files change (cert-manager rotating the Secret, whose
+    mounted files the kubelet swaps in place): new connections get the new certificate, no restart.
+
+    The files are looked at (two ``stat`` calls) at most once per ``check_seconds``. A pair that does not
+    load (a rotation caught half-written, a key that does not match) keeps the previous context and is
+    tried again at the next check; the warning says why.
+    """
+
+    def __init__(self, cert: str, key: str, *, check_seconds: float = 1.0) -> None:
+        self.cert, self.key = cert, key
+        self.check_seconds = check_seconds
+        self._lock = threading.Lock()
+        self._checked = time.monotonic()
+        self._signature = self._stat()
+        self._context = self._load()  # a bad pair at start is fatal: better than serving nothing
+        self.reloads = 0
+
+    def _stat(self) -> tuple[tuple[int, int, int], ...]:
+        out = []
+        for path in (self.cert, self.key):
+            st = os.stat(path)
+            out.append((st.st_mtime_ns, st.st_ino, st.st_size))
+        return tuple(out)
+
+    def _load(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.cert, self.key)
+        return context
+
+    def context(self) -> ssl.SSLContext:
+        now = time.monotonic()
+        if now - self._checked < self.check_seconds:
+            return self._context
+        with self._lock:
+            if now - self._checked < self.check_seconds:
+                return self._context
+            self._checked = now
+            try:
+                signature = self._stat()
+                if signature != self._signature:
+                    self._context = self._load()
+                    self._signature = signature
+                    self.reloads += 1
+                    log.info("serving certificate reloaded", extra={"cert": self.cert})
+            except (OSError, ssl.SSLError) as err:
+                log.warning("serving certificate not reloaded (keeping the previous one): %s", err)
+            return self._context
+
+
 class WebhookServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(
-        self, address: tuple[str, int], settings: admission.AdmissionSettings, context: ssl.SSLContext
-    ) -> None:
+    def __init__(self, address: tuple[str, int], settings: admission.AdmissionSettings, cert: ServingCert) -> None:
         super().__init__(address, WebhookHandler)
         self.settings = settings
-        self.context = context
+        self.cert = cert
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, addr = super().get_request()
@@ -60,7 +111,7 @@ class WebhookServer(ThreadingHTTPServer):
         # Headers and body leave in one write (``wbufsize``), and never wait for the peer's delayed ACK:
         # without both, Nagle's algorithm held each answer about 20 ms (45 ms per pod create, measured).
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+        return self.cert.context().wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         err = sys.exc_info()[1]
@@ -194,10 +245,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def serve(args: argparse.Namespace) -> None:
     settings = settings_from(args)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(args.cert, args.key)
-    server = WebhookServer((args.bind, args.port), settings, context)
+    server = WebhookServer((args.bind, args.port), settings, ServingCert(args.cert, args.key))
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         log.info("stopping on signal %d", signum)
