@@ -114,6 +114,37 @@ def test_render_defaults() -> None:
     }
 
 
+def test_cert_manager_issues_and_injects_the_webhook_certificate() -> None:
+    """With cert-manager the chart makes no key material: a Certificate into the webhook's Secret, the CA
+    injected into both registrations, no checksum (renewals are reloaded by the webhook, not restarted)."""
+    objs = by_kind(render({"webhook": {"tls": {"certManager": {"enabled": True}}}}))
+    assert ("Secret", "slinky-bridge-webhook-tls") not in objs
+    cert = objs[("Certificate", "slinky-bridge-webhook")]
+    assert cert["spec"]["secretName"] == "slinky-bridge-webhook-tls"
+    assert "slinky-bridge-webhook.slinky.svc" in cert["spec"]["dnsNames"]
+    assert cert["spec"]["issuerRef"] == {
+        "name": "slinky-bridge-webhook-ca",
+        "kind": "Issuer",
+        "group": "cert-manager.io",
+    }
+    assert objs[("Certificate", "slinky-bridge-webhook-ca")]["spec"]["isCA"] is True
+    assert objs[("Issuer", "slinky-bridge-webhook-selfsigned")]["spec"] == {"selfSigned": {}}
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        config = objs[(kind, "slinky-bridge-pods.slinky.slurm.net")]
+        assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "slinky/slinky-bridge-webhook"
+        assert all("caBundle" not in hook["clientConfig"] for hook in config["webhooks"])
+    pod = objs[("Deployment", "slinky-bridge-webhook")]["spec"]["template"]["metadata"]
+    assert "checksum/tls" not in pod["annotations"]
+
+    # An existing (Cluster)Issuer: no CA of the chart's own.
+    issuer = {"name": "corp-ca", "kind": "ClusterIssuer"}
+    objs = by_kind(render({"webhook": {"tls": {"certManager": {"enabled": True, "issuerRef": issuer}}}}))
+    assert objs[("Certificate", "slinky-bridge-webhook")]["spec"]["issuerRef"] == {**issuer, "group": "cert-manager.io"}
+    assert not [key for key in objs if key[0] == "Issuer"]
+    with pytest.raises(Exception, match="ClusterIssuer|enum|kind"):
+        render({"webhook": {"tls": {"certManager": {"enabled": True, "issuerRef": {"name": "x", "kind": "Bogus"}}}}})
+
+
 def test_checksum_follows_the_config() -> None:
     def checksum(values: dict[str, Any]) -> str:
         deploy = by_kind(render(values))[("Deployment", "slinky-bridge-bridge")]
