@@ -54,6 +54,12 @@ class NodeView(Protocol):
     def kube_node_for(self, slurm_node: str) -> str | None: ...
 
 
+class PodCache(Protocol):
+    """Pods the worker's pod watcher holds while they wait for a node (its latest watch event of each)."""
+
+    def pending_pod(self, uid: str) -> Mapping[str, Any] | None: ...
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -73,9 +79,17 @@ class KubeActivities:
     one activity (one history marker), not 64.
     """
 
-    def __init__(self, kube: KubeClient, nodes: NodeView, events: EventRecorder | None = None) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        nodes: NodeView,
+        events: EventRecorder | None = None,
+        pods: PodCache | None = None,
+    ) -> None:
         self.kube = kube
         self.nodes = nodes
+        self.pods = pods
+        """The pod watcher's pending pods: translation reads them there instead of from the API server."""
         self.events = events
         """Where Events go: the worker's background recorder (never holds a step); None posts them inline."""
 
@@ -88,7 +102,12 @@ class KubeActivities:
         return pod if pod.get("metadata", {}).get("uid") == ref.uid else None
 
     async def _read_members(self, data: BuildSpecInput) -> list[Obj | None]:
-        """The members by UID (None: gone). A gang is read with ONE list by its label, not a read per pod."""
+        """The members by UID (None: gone). From the pod watcher's cache when it holds every member (the pods
+        the watch just delivered); else a gang is read with ONE list by its label, a single pod with a GET."""
+        if self.pods is not None:
+            cached = [self.pods.pending_pod(ref.uid) for ref in data.pods]
+            if all(pod is not None for pod in cached):
+                return [dict(pod) for pod in cached if pod is not None]
         if data.group is None or len(data.pods) == 1:
             return list(await asyncio.gather(*(self._get_pod(ref) for ref in data.pods)))
         group = data.group

@@ -79,7 +79,7 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
         telemetry.REGISTRY.register(telemetry.PollCollector(lambda: (router.watcher.polls, router.watcher.errors)))
         telemetry.start_metrics_server(settings.telemetry.metrics_port, settings.telemetry.metrics_address)
     events = EventRecorder(kube)  # Events are posted in the background, like client-go's recorder
-    kube_acts = KubeActivities(kube, nodes, events)
+    kube_acts = KubeActivities(kube, nodes, events, pods)
     slurm_acts = SlurmActivities(slurm, router)
     worker = Worker(
         temporal,

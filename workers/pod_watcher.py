@@ -121,6 +121,8 @@ class PodWatcher:
         self._tasks: set[asyncio.Task[None]] = set()
         self.started = 0
         self.signals_sent = 0
+        self.pending: dict[str, Obj] = {}
+        """Unbound live pods as last seen: translation reads them here (activities.kube.PodCache)."""
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -140,7 +142,11 @@ class PodWatcher:
             for uid in [u for u in self.seen if u not in live]:
                 self._vanished(uid)
 
+    def pending_pod(self, uid: str) -> Obj | None:
+        return self.pending.get(uid)
+
     def _vanished(self, uid: str) -> None:
+        self.pending.pop(uid, None)
         seen = self.seen.pop(uid, None)
         if seen is not None and seen.managed and not seen.gone:
             logger.debug("pod %s vanished during a relist", uid)
@@ -162,6 +168,7 @@ class PodWatcher:
         previous = self.seen.get(uid)
         labelled = wellknown.LABEL_SLURM_JOB_ID in (meta.get("labels") or {})
         if kind == "DELETED":
+            self.pending.pop(uid, None)
             self.seen.pop(uid, None)
             if previous and previous.managed and not previous.gone:
                 self._send(previous.workflow_id, ref, PodEventKind.GONE)
@@ -185,6 +192,10 @@ class PodWatcher:
             bound=bool(pods.node_name(pod)),
         )
         unbound = not pods.node_name(pod)
+        if unbound and not (now.deleting or now.terminal or now.gone):
+            self.pending[uid] = pod
+        else:
+            self.pending.pop(uid, None)
         if previous is not None and previous.managed and not previous.bound and not unbound:
             _count_binding(pod)
         if unbound and not (now.deleting or now.terminal) and not now.started:

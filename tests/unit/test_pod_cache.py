@@ -1,0 +1,93 @@
+"""The pod watcher's pending-pod cache, and translation reading it instead of the API server."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import httpx
+
+from activities.kube import KubeActivities
+from slinky.clients.kube import KubeClient, KubeConfig
+from slinky.models.jobspec import TranslateDefaults
+from slinky.models.workload import BuildSpecInput, PodRef
+from tests.builders import make_pod
+from workers.pod_watcher import PodWatcher
+
+
+class _Temporal:
+    def __init__(self) -> None:
+        self.started: list[str] = []
+
+    async def start_workflow(self, *args: Any, **kwargs: Any) -> None:
+        self.started.append(kwargs["id"])
+
+
+class _Nodes:
+    def kube_nodes(self) -> list[dict[str, Any]]:
+        return []
+
+    def slurm_node_names(self) -> set[str] | None:
+        return None
+
+    def kube_node_for(self, slurm_node: str) -> str | None:
+        return None
+
+
+def _kube(requests: list[str]) -> KubeClient:
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(f"{request.method} {request.url.path}")
+        return httpx.Response(404, json={"kind": "Status", "reason": "NotFound"})
+
+    return KubeClient(KubeConfig(server="https://kube.test", ssl_context=False), transport=httpx.MockTransport(handler))
+
+
+def _watcher(kube: KubeClient) -> PodWatcher:
+    return PodWatcher(
+        kube,
+        _Temporal(),  # type: ignore[arg-type]
+        task_queue="q",
+        scheduler_name="slurm-bridge-scheduler",
+        defaults=TranslateDefaults(partition="slurm-bridge"),
+    )
+
+
+async def test_the_cache_holds_unbound_live_pods_only() -> None:
+    requests: list[str] = []
+    watcher = _watcher(_kube(requests))
+    pod = make_pod("p", uid="u1", cpu="1")
+    watcher.observe("ADDED", pod)
+    assert watcher.pending_pod("u1") is pod
+    changed = copy.deepcopy(pod)
+    changed["metadata"]["annotations"] = {"slurmjob.slinky.slurm.net/account": "physics"}
+    watcher.observe("MODIFIED", changed)
+    assert watcher.pending_pod("u1") is changed, "the latest event wins (an annotation change re-translates)"
+    bound = copy.deepcopy(changed)
+    bound["spec"]["nodeName"] = "n1"
+    watcher.observe("MODIFIED", bound)
+    assert watcher.pending_pod("u1") is None, "bound: nothing left to translate"
+    other = make_pod("q", uid="u2")
+    watcher.observe("ADDED", other)
+    watcher.observe("DELETED", other)
+    assert watcher.pending_pod("u2") is None
+    done = make_pod("r", uid="u3", phase="Succeeded")
+    watcher.observe("ADDED", done)
+    assert watcher.pending_pod("u3") is None
+
+
+async def test_translation_reads_the_cache_and_falls_back_to_the_api_server() -> None:
+    requests: list[str] = []
+    kube = _kube(requests)
+    watcher = _watcher(kube)
+    pod = make_pod("p", uid="u1", cpu="2")
+    watcher.observe("ADDED", pod)
+    acts = KubeActivities(kube, _Nodes(), pods=watcher)
+    ref = PodRef(namespace=pod["metadata"]["namespace"], name="p", uid="u1")
+    result = await acts.build_job_spec(BuildSpecInput(pods=[ref], defaults=TranslateDefaults(partition="x")))
+    assert result.spec is not None and result.spec.cpus_per_task == 2
+    assert requests == [], "no read: the watch delivered the pod"
+    unknown = PodRef(namespace=ref.namespace, name="gone", uid="u9")
+    result = await acts.build_job_spec(BuildSpecInput(pods=[unknown], defaults=TranslateDefaults(partition="x")))
+    assert result.gone == ["u9"]
+    assert requests == [f"GET /api/v1/namespaces/{ref.namespace}/pods/gone"], "not cached: read it"
+    await kube.aclose()
