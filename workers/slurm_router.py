@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Hashable
 
 from temporalio.client import Client
@@ -72,7 +71,6 @@ class SlurmJobRouter:
         )
         self.temporal = temporal
         self._live: dict[str, JobInfo] = {}
-        self._submitted: dict[int, float] = {}
         self._sem = asyncio.Semaphore(SIGNAL_CONCURRENCY)
         self._tasks: set[asyncio.Task[None]] = set()
         self.signals_sent = 0
@@ -90,7 +88,6 @@ class SlurmJobRouter:
         workflow_id = workflow_id_from_job_comment(job.comment)
         if workflow_id is not None:
             self._live[workflow_id] = job
-        self._submitted[job.job_id] = time.monotonic()
         self.watcher.expect(job)
 
     # Routing ----------------------------------------------------------------------------------------
@@ -99,10 +96,8 @@ class SlurmJobRouter:
         if workflow_id is None:
             return
         vanished = event.type is JobEventType.VANISHED
-        if vanished or not event.job.is_pending:
-            submitted = self._submitted.pop(event.job_id, None)
-            if submitted is not None and event.job.is_running and not vanished:
-                telemetry.JOB_START_SEEN.observe(time.monotonic() - submitted)
+        if event.announced_at is not None and event.job.is_running and not vanished:
+            telemetry.JOB_START_SEEN.observe(event.observed_at - event.announced_at)
         if vanished or event.job.is_finished:
             if self._live.get(workflow_id, event.job).job_id == event.job_id:
                 self._live.pop(workflow_id, None)

@@ -31,8 +31,8 @@ import enum
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 from slinky.clients.errors import SlurmError, SlurmNotFound
 from slinky.clients.slurm.client import SlurmApi
@@ -41,6 +41,7 @@ from slinky.clients.slurm.models import JobInfo
 __all__ = ["JobEvent", "JobEventType", "JobWatcher", "Subscription", "default_identity"]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 HINT_SECONDS = 60.0
 """How long an announced job may stay unseen before the watcher forgets the announcement."""
 
@@ -64,6 +65,8 @@ class JobEvent:
         job: The job as now seen; for VANISHED, the last job seen.
         previous: The job as seen before (CHANGED, FINISHED), or None.
         observed_at: ``time.monotonic()`` when the poll that saw it returned.
+        announced_at: ``time.monotonic()`` of :meth:`JobWatcher.expect` for a job this process submitted,
+            on its events up to and including the first one that is no longer PENDING; else None.
     """
 
     type: JobEventType
@@ -71,6 +74,7 @@ class JobEvent:
     job: JobInfo
     previous: JobInfo | None = None
     observed_at: float = 0.0
+    announced_at: float | None = None
 
 
 def default_identity(job: JobInfo) -> Hashable:
@@ -175,7 +179,8 @@ class JobWatcher:
         self.idle_full_poll_seconds = idle_full_poll_seconds
         self.fast_interval_seconds = fast_interval_seconds
         self.fast_window_seconds = fast_window_seconds
-        self._fresh: dict[int, float] = {}
+        self._announced: dict[int, float] = {}
+        """expect() time of each announced job, until it is seen no longer pending."""
         self._last_full = 0.0
         self._hints: dict[int, tuple[JobInfo, float]] = {}
         self.details_read = 0
@@ -222,21 +227,27 @@ class JobWatcher:
         no extra read (its name, comments and limits are known; the probe supplies its state)."""
         now = time.monotonic()
         self._hints[job.job_id] = (job, now)
-        if self.fast_interval_seconds is not None:
-            self._fresh[job.job_id] = now
+        self._announced[job.job_id] = now
 
     def current_interval(self) -> float:
         """The wait before the next poll: ``fast_interval_seconds`` while a job announced by :meth:`expect`
         less than ``fast_window_seconds`` ago is still pending (the moment its start matters most: a pod
         waits to be bound), else ``interval_seconds``."""
-        if self.fast_interval_seconds is None or not self._fresh:
-            return self.interval_seconds
-        now = time.monotonic()
-        for job_id, since in list(self._fresh.items()):
-            job = self._jobs.get(job_id)
-            if now - since > self.fast_window_seconds or (job is not None and not job.is_pending):
-                del self._fresh[job_id]
-        return self.fast_interval_seconds if self._fresh else self.interval_seconds
+        if self.fast_interval_seconds is not None:
+            now = time.monotonic()
+            if any(now - since <= self.fast_window_seconds for since in self._announced.values()):
+                return self.fast_interval_seconds
+        return self.interval_seconds
+
+    async def _counted(self, call: Awaitable[T]) -> T:
+        """One poll request: counted, and any failure makes the next poll a full resync."""
+        try:
+            return await call
+        except SlurmError:
+            self._need_resync = True
+            raise
+        finally:
+            self.polls += 1
 
     def request_resync(self) -> None:
         """Make the next poll fetch and diff the full list (e.g. after a known controller restart)."""
@@ -260,17 +271,13 @@ class JobWatcher:
         if self.state_probe and self._synced_once and not self._need_resync and not self._full_poll_due():
             return await self._probe_once()
         update_time = None if self._need_resync or self._last_update is None else self._last_update - 1
-        try:
-            page = await self._client.list_jobs(update_time)
-        except SlurmError:
-            self._need_resync = True
-            raise
-        finally:
-            self.polls += 1
+        page = await self._counted(self._client.list_jobs(update_time))
         now = time.monotonic()
         self._need_resync = False
         self._last_full = now
         self._hints = {k: v for k, v in self._hints.items() if now - v[1] < HINT_SECONDS}
+        # An announced job never seen (cancelled before any poll saw it) is forgotten like its hint.
+        self._announced = {k: v for k, v in self._announced.items() if k in self._jobs or now - v < HINT_SECONDS}
         if page.changed and page.last_update is not None:
             self._last_update = page.last_update
         if not page.changed:
@@ -278,8 +285,7 @@ class JobWatcher:
         events = self._diff(page.jobs, now)
         self._synced_once = True
         self._synced.set()
-        await self._deliver(events)
-        return events
+        return await self._deliver(events)
 
     def _diff(self, jobs: list[JobInfo], now: float) -> list[JobEvent]:
         events: list[JobEvent] = []
@@ -329,13 +335,7 @@ class JobWatcher:
         it; any other state change is applied to the cached job. Pending reasons and other details are
         refreshed by the full poll every ``full_poll_seconds``.
         """
-        try:
-            states = await self._client.job_states()
-        except SlurmError:
-            self._need_resync = True
-            raise
-        finally:
-            self.polls += 1
+        states = await self._counted(self._client.job_states())
         now = time.monotonic()
         events: list[JobEvent] = []
         to_read: list[int] = []
@@ -353,8 +353,7 @@ class JobWatcher:
                 self._diff_one(job, now, events)
         for job_id in [j for j in self._jobs if j not in states]:
             events.append(JobEvent(JobEventType.VANISHED, job_id, self._jobs.pop(job_id), None, now))
-        await self._deliver(events)
-        return events
+        return await self._deliver(events)
 
     async def _read(self, job_id: int) -> JobInfo | None:
         try:
@@ -367,7 +366,18 @@ class JobWatcher:
         self.details_read += 1
         return job
 
-    async def _deliver(self, events: list[JobEvent]) -> None:
+    def _with_announcement(self, event: JobEvent) -> JobEvent:
+        """Stamp an announced job's event with its announce time; stop tracking it once it left PENDING."""
+        since = self._announced.get(event.job_id)
+        if since is None:
+            return event
+        if event.type is JobEventType.VANISHED or not event.job.is_pending:
+            del self._announced[event.job_id]
+        return replace(event, announced_at=since)
+
+    async def _deliver(self, events: list[JobEvent]) -> list[JobEvent]:
+        """Fan the events out to every subscriber and callback, in order; return them as delivered."""
+        events = [self._with_announcement(event) for event in events]
         for event in events:
             for subscription in list(self._subscriptions):
                 subscription._put(event)
@@ -379,6 +389,7 @@ class JobWatcher:
                 except Exception:
                     # One broken subscriber must not stop the others or the loop.
                     logger.exception("job watcher callback failed", extra={"job_id": event.job_id})
+        return events
 
     async def run(self) -> None:
         """Poll until cancelled. Errors are logged, back off, and cause a resync."""

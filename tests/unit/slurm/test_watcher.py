@@ -273,9 +273,14 @@ async def test_fast_interval_while_an_announced_job_is_young_and_pending(monkeyp
     await watcher.poll_once()
     assert watcher.current_interval() == 0.05, "seen pending: still fast"
     fake.tick()
-    await watcher.poll_once()
+    clock[0] += 0.4
+    started = await watcher.poll_once()
     assert watcher.jobs[first].is_running
+    assert [e.announced_at for e in started] == [1000.0], "the start carries the submit time (for the metric)"
+    assert started[0].observed_at - 1000.0 == pytest.approx(0.4)
     assert watcher.current_interval() == 0.25, "started: back to the normal interval"
+    await fake.cancel_job(first)
+    assert [e.announced_at for e in await watcher.poll_once()] == [None], "only up to the first non-pending event"
 
     second = await fake.submit_job(_job("second", comment="mine", minimum_nodes=10_000))  # cannot start
     watcher.expect(JobInfo(job_id=second, name="second", job_state=["PENDING"], comment="mine"))
