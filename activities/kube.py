@@ -18,7 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 from slinky import pods, wellknown
 from slinky.clients.errors import KubeConflict, KubeNotFound, KubeRejected, KubeUnavailable
-from slinky.clients.events import EventRecorder
+from slinky.clients.events import MESSAGE_LIMIT, EventRecorder, pod_event
 from slinky.clients.kube import KubeClient, Obj, pod_path
 from slinky.grouping import KIND_LWS, GroupRef
 from slinky.models.workload import (
@@ -40,8 +40,6 @@ from slinky.models.workload import (
 from slinky.translate import TranslationError, translate_group, translate_pod
 
 logger = logging.getLogger(__name__)
-EVENT_MESSAGE_LIMIT = 1024
-COMPONENT = "slurm-bridge"
 
 
 class NodeView(Protocol):
@@ -90,8 +88,8 @@ class KubeActivities:
         self.nodes = nodes
         self.pods = pods
         """The pod watcher's pending pods: translation reads them there instead of from the API server."""
-        self.events = events
-        """Where Events go: the worker's background recorder (never holds a step); None posts them inline."""
+        self.events = events or EventRecorder(kube)
+        """Where Events go: the worker's background recorder, shared with the pod watcher."""
 
     async def _get_pod(self, ref: PodRef) -> Obj | None:
         """The pod with this UID, or None (deleted, or its name reused by a newer pod)."""
@@ -294,7 +292,7 @@ class KubeActivities:
             "type": "PodScheduled",
             "status": "False",
             "reason": data.reason,
-            "message": data.message[:EVENT_MESSAGE_LIMIT],
+            "message": data.message[:MESSAGE_LIMIT],
             "lastTransitionTime": _now(),
         }
 
@@ -313,40 +311,11 @@ class KubeActivities:
 
     @activity.defn(name="record_event")
     async def record_event(self, data: EventInput) -> None:
-        """A core/v1 Event on every member (best effort: an Event is never worth failing a lifecycle)."""
-        now = _now()
-
-        async def one(ref: PodRef) -> None:
+        """A core/v1 Event on every member, queued to the worker's background recorder: an Event is never
+        worth holding, let alone failing, a lifecycle step."""
+        for ref in data.pods:
             message = data.messages.get(ref.uid, data.message)
-            event = {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"generateName": f"{ref.name}.", "namespace": ref.namespace},
-                "involvedObject": {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "namespace": ref.namespace,
-                    "name": ref.name,
-                    "uid": ref.uid,
-                },
-                "reason": data.reason,
-                "message": message[:EVENT_MESSAGE_LIMIT],
-                "type": data.type,
-                "source": {"component": COMPONENT},
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "count": 1,
-                "reportingComponent": COMPONENT,
-            }
-            if self.events is not None:
-                self.events.record(event)
-                return
-            try:
-                await self.kube.create(f"/api/v1/namespaces/{ref.namespace}/events", event, decode=False)
-            except (KubeRejected, KubeNotFound) as err:
-                logger.warning("event %s on %s not recorded: %s", data.reason, ref.key, err)
-
-        await asyncio.gather(*(one(ref) for ref in data.pods))
+            self.events.record(pod_event(ref.namespace, ref.name, ref.uid, data.reason, message, data.type))
 
     @activity.defn(name="delete_pods")
     async def delete_pods(self, data: DeletePodsInput) -> None:

@@ -67,18 +67,19 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
         fast_window_seconds=settings.slurm.watch_fast_window_seconds,
     )
     defaults = TranslateDefaults(partition=settings.bridge.partition, mcs_label=settings.bridge.mcs_label)
+    events = EventRecorder(kube)  # Events are posted in the background, like client-go's recorder
     pods = PodWatcher(
         kube,
         temporal,
         task_queue=settings.temporal.task_queue,
         scheduler_name=settings.bridge.scheduler_name,
         defaults=defaults,
+        events=events,
     )
     gc = GarbageCollector(kube, slurm, temporal)
     if settings.telemetry.metrics_port:
         telemetry.REGISTRY.register(telemetry.PollCollector(lambda: (router.watcher.polls, router.watcher.errors)))
         telemetry.start_metrics_server(settings.telemetry.metrics_port, settings.telemetry.metrics_address)
-    events = EventRecorder(kube)  # Events are posted in the background, like client-go's recorder
     kube_acts = KubeActivities(kube, nodes, events, pods)
     slurm_acts = SlurmActivities(slurm, router)
     worker = Worker(
@@ -102,7 +103,6 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
         asyncio.create_task(gc.run(), name="gc"),
         asyncio.create_task(NodeSyncer.from_settings(kube, slurm, settings).run(), name="node-sync"),
     ]
-    events.start()
     try:
         await asyncio.wait_for(nodes.synced.wait(), timeout=30)
         async with worker:

@@ -34,6 +34,7 @@ from temporalio.service import RPCError
 
 from slinky import pods, telemetry, wellknown
 from slinky.clients.errors import KubeError, KubeNotFound
+from slinky.clients.events import EventRecorder, pod_event
 from slinky.clients.kube import KubeClient, Obj
 from slinky.grouping import GroupRef, group_of, min_member
 from slinky.models.jobspec import TranslateDefaults
@@ -107,9 +108,11 @@ class PodWatcher:
         task_queue: str,
         scheduler_name: str,
         defaults: TranslateDefaults,
+        events: EventRecorder | None = None,
         safety_recheck_seconds: float = 300.0,
     ) -> None:
         self.kube = kube
+        self.events = events or EventRecorder(kube)
         self.temporal = temporal
         self.task_queue = task_queue
         self.scheduler_name = scheduler_name
@@ -235,32 +238,13 @@ class PodWatcher:
                 return
             if problem and not warned:
                 warned = True
-                await self._warn(pod, "GangObjectInvalid", problem)
-            if pod["metadata"]["uid"] not in self.seen and warned is False:
+                meta = pod["metadata"]
+                self.events.record(
+                    pod_event(meta["namespace"], meta["name"], meta["uid"], "GangObjectInvalid", problem, "Warning")
+                )
+            if pod["metadata"]["uid"] not in self.seen and not warned:
                 return
             await asyncio.sleep(10)
-
-    async def _warn(self, pod: Obj, reason: str, message: str) -> None:
-        meta = pod["metadata"]
-        event = {
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": meta["namespace"],
-                "name": meta["name"],
-                "uid": meta["uid"],
-            },
-            "reason": reason,
-            "message": message,
-            "type": "Warning",
-            "source": {"component": "slurm-bridge"},
-            "count": 1,
-        }
-        try:
-            await self.kube.create(f"/api/v1/namespaces/{meta['namespace']}/events", event)
-        except KubeError as err:
-            logger.warning("event %s not recorded: %s", reason, err)
 
     def _send(self, workflow_id: str, ref: PodRef, kind: PodEventKind, pod: Obj | None = None) -> None:
         event = PodEvent(

@@ -3,7 +3,8 @@
 An Event tells a user what happened to their pod; it is never worth holding a lifecycle step for. The
 bridge records them through this queue: :meth:`EventRecorder.record` returns at once, a few consumers post
 the Events, a failed post is retried once when the API server was unavailable, and a full queue drops the
-Event with a warning and a count (``slinky_bridge_events_dropped_total``). Without the queue, a gang of 64
+Event with a warning and a count (``slinky_bridge_events_dropped_total``). The consumers start with the first
+Event. :func:`pod_event` builds the Event itself, the same for every sender. Without the queue, a gang of 64
 pods spent half a second posting "submitted" Events inside the workflow task that had to finish before the
 job's start could be handled (bench/bridge.py).
 
@@ -14,14 +15,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
-from typing import Any
+from typing import Any, Final
 
 from slinky import telemetry
 from slinky.clients.errors import KubeError, KubeUnavailable
 from slinky.clients.kube import KubeClient, Obj
 
 logger = logging.getLogger(__name__)
+COMPONENT: Final = "slurm-bridge"
+MESSAGE_LIMIT: Final = 1024
+
+
+def pod_event(namespace: str, name: str, uid: str, reason: str, message: str, type_: str = "Normal") -> Obj:
+    """A core/v1 Event about one pod, from the bridge (message cut to ``MESSAGE_LIMIT``)."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{name}.", "namespace": namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
+        "reason": reason,
+        "message": message[:MESSAGE_LIMIT],
+        "type": type_,
+        "source": {"component": COMPONENT},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+        "reportingComponent": COMPONENT,
+    }
 
 
 class EventRecorder:
@@ -36,7 +59,9 @@ class EventRecorder:
         self.dropped = 0
 
     def record(self, event: Obj) -> None:
-        """Queue one Event (its ``metadata.namespace`` says where); never blocks, drops when full."""
+        """Queue one Event (its ``metadata.namespace`` says where); never blocks, drops when full. Called from
+        the event loop; the first call starts the consumers."""
+        self.start()
         try:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:

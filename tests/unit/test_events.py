@@ -8,7 +8,7 @@ import json
 import httpx
 
 from slinky import telemetry
-from slinky.clients.events import EventRecorder
+from slinky.clients.events import EventRecorder, pod_event
 from slinky.clients.kube import KubeClient, KubeConfig
 
 
@@ -70,14 +70,30 @@ async def test_unavailable_is_retried_once_and_a_refusal_is_not() -> None:
 
 
 async def test_a_full_queue_drops_and_counts_instead_of_blocking() -> None:
-    kube = _client(httpx.MockTransport(lambda request: httpx.Response(201, json={})))
-    recorder = EventRecorder(kube, max_queue=2)  # not started: nothing drains the queue
+    gate = asyncio.Event()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        await gate.wait()
+        return httpx.Response(201, json={})
+
+    kube = _client(httpx.MockTransport(handler))
+    recorder = EventRecorder(kube, consumers=1, max_queue=2)
     before = telemetry.EVENTS_DROPPED._value.get()
-    for i in range(3):
-        recorder.record(_event(f"p{i}"))
+    recorder.record(_event("p0"))
+    await asyncio.sleep(0)  # the consumer takes p0 and waits on the slow server
+    for i in range(1, 4):
+        recorder.record(_event(f"p{i}"))  # p1, p2 fill the queue; p3 is dropped
     assert recorder.dropped == 1
     assert telemetry.EVENTS_DROPPED._value.get() == before + 1
-    async with recorder:
-        await recorder.flush()
-    assert recorder.posted == 2
+    gate.set()
+    await recorder.aclose()
+    assert recorder.posted == 3
     await kube.aclose()
+
+
+def test_pod_event_names_the_pod_and_cuts_long_messages() -> None:
+    event = pod_event("ns", "p", "u1", "Bound", "x" * 5000, "Warning")
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "ns", "name": "p", "uid": "u1"}
+    assert event["metadata"] == {"generateName": "p.", "namespace": "ns"}
+    assert len(event["message"]) == 1024 and event["type"] == "Warning"
+    assert event["source"] == {"component": "slurm-bridge"} and event["firstTimestamp"] == event["lastTimestamp"]

@@ -1,13 +1,16 @@
-"""The pod watcher's pending-pod cache, and translation reading it instead of the API server."""
+"""The pod watcher: its pending-pod cache (translation reads it instead of the API server) and its warnings."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import json
 from typing import Any
 
 import httpx
 
 from activities.kube import KubeActivities
+from slinky import wellknown
 from slinky.clients.kube import KubeClient, KubeConfig
 from slinky.models.jobspec import TranslateDefaults
 from slinky.models.workload import BuildSpecInput, PodRef
@@ -91,3 +94,29 @@ async def test_translation_reads_the_cache_and_falls_back_to_the_api_server() ->
     assert result.gone == ["u9"]
     assert requests == [f"GET /api/v1/namespaces/{ref.namespace}/pods/gone"], "not cached: read it"
     await kube.aclose()
+
+
+async def test_a_missing_gang_object_is_told_on_the_pod_through_the_recorder() -> None:
+    posted: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path.endswith("/events"):
+            posted.append(json.loads(request.content))
+            return httpx.Response(201, json={})
+        return httpx.Response(404, json={"kind": "Status", "reason": "NotFound"})  # no PodGroup "g"
+
+    kube = KubeClient(KubeConfig(server="https://kube.test", ssl_context=False), transport=httpx.MockTransport(handler))
+    watcher = _watcher(kube)
+    watcher.observe("ADDED", make_pod("m", uid="u1", labels={wellknown.LABEL_POD_GROUP: "g"}))
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if posted:
+            break
+    for task in list(watcher._tasks):
+        task.cancel()
+    await watcher.events.aclose()
+    await kube.aclose()
+    assert [(e["reason"], e["type"], e["involvedObject"]["uid"]) for e in posted] == [
+        ("GangObjectInvalid", "Warning", "u1")
+    ]
+    assert "not found; the pod waits until it exists" in posted[0]["message"]
