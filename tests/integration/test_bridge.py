@@ -43,6 +43,7 @@ from slinky.models.workload import (
     workload_workflow_id,
 )
 from tests.builders import make_pod
+from tests.integration.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -56,20 +57,6 @@ NODES = [f"{NODE_PREFIX}{i}" for i in range(1, 5)]
 """The first dev-stack nodes (there are at least four); ``free_nodes`` looks at all of them."""
 REST = "/slurm/v0.0.44"
 LIVE_STATES = frozenset({"PENDING", "RUNNING", "CONFIGURING", "SUSPENDED", "REQUEUED", "RESIZING"})
-
-
-# ------------------------------------------------------------------------------------------------ waiting
-def eventually(probe: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2, what: str = "") -> Any:
-    """Poll until ``probe`` returns something truthy and return it; fail with the last value otherwise."""
-    deadline = time.monotonic() + timeout
-    value: Any = None
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{what or 'condition'} not met within {timeout}s; last value: {value!r}")
-        time.sleep(interval)
 
 
 # ------------------------------------------------------------------------------------------------ Slurm

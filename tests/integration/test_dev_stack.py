@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -19,6 +17,7 @@ from temporalio.worker import Worker
 from slinky import wellknown
 from slinky.dev.procs import ProcessTable
 from tests.integration.smoke_workflow import SmokeWorkflow, greet
+from tests.integration.waiting import eventually
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -44,17 +43,6 @@ def slurm(dev_env: dict[str, str], token: str | None = None) -> httpx.Client:
         timeout=30,
         headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": jwt},
     )
-
-
-def eventually(check: Any, timeout: float = 30.0, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
 
 
 def test_kubernetes_nodes_are_ready_and_match_slurm_external_nodes(

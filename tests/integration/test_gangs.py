@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
 
 from slinky import wellknown
+from tests.integration.waiting import eventually
 
 pytestmark = pytest.mark.integration
-T = TypeVar("T")
 
 
 class Cluster:
@@ -67,17 +66,6 @@ class Cluster:
     def podgroup_phase(self, ns: str, name: str) -> str:
         obj = json.loads(self.kubectl("get", "podgroup", "-n", ns, name, "-o", "json"))
         return str((obj.get("status") or {}).get("phase", ""))
-
-
-def eventually(check: Callable[[], T | None], timeout: float = 60.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.25)
-    raise AssertionError(f"{what} not met within {timeout}s (last: {last!r})")
 
 
 @pytest.fixture(scope="module")

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from slinky import wellknown
+from tests.integration.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -35,18 +35,6 @@ def namespace(core: client.CoreV1Api) -> Iterator[str]:
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     yield name
     core.delete_namespace(name)
-
-
-def eventually(probe: Callable[[], Any], timeout: float = 20.0, interval: float = 0.2) -> Any:
-    """Poll until ``probe`` returns something truthy; fail with the last value."""
-    deadline = time.monotonic() + timeout
-    value = None
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(interval)
-    pytest.fail(f"condition not met within {timeout}s; last value: {value!r}")
 
 
 NOBODYS_SCHEDULER = "no-scheduler"

@@ -17,7 +17,7 @@ import contextlib
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 import pytest
@@ -29,6 +29,7 @@ from slinky.clients.slurm import JobDescMsg, SlurmClient
 from slinky.clients.slurm import Node as SlurmNode
 from slinky.config import SlurmSettings
 from slinky.dev import stack as dev_stack
+from tests.integration.waiting import eventually_async as eventually
 from workers.node_sync import NodeSyncer
 
 pytestmark = pytest.mark.integration
@@ -45,18 +46,6 @@ def private_feature(node: str) -> str:
 
 def scontrol(*argv: str) -> None:
     subprocess.run(dev_stack._chroot("/usr/bin/scontrol", *argv), check=True, capture_output=True, text=True)
-
-
-async def eventually(probe: Callable[[], Awaitable[T | None]], timeout: float = 40.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout
-    value: Any = None
-    while True:
-        value = await probe()
-        if value:
-            return value  # type: ignore[no-any-return]
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what or 'condition'} not met within {timeout}s; last value: {value!r}")
-        await asyncio.sleep(0.2)
 
 
 class Stack:
