@@ -13,8 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -43,6 +41,7 @@ from slinky.models.workload import (
     workload_workflow_id,
 )
 from tests.builders import make_pod
+from tests.integration.devstack import REPO, slinky
 from tests.integration.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -50,7 +49,6 @@ pytestmark = pytest.mark.integration
 SA_JOB_ID = SearchAttributeKey.for_int("SlinkySlurmJobId")
 SA_PHASE = SearchAttributeKey.for_keyword("SlinkyPhase")
 
-REPO = Path(__file__).resolve().parents[2]
 PID_FILE = REPO / ".slinky-dev" / "pids" / "bridge-worker.pid"
 NODE_PREFIX = "slinky-node-"
 NODES = [f"{NODE_PREFIX}{i}" for i in range(1, 5)]
@@ -784,15 +782,8 @@ def kill_worker() -> None:
 
 def restart_worker() -> None:
     """Start the bridge worker exactly as `slinky dev up` does (it starts only what is missing)."""
-    out = subprocess.run(
-        [sys.executable, "-m", "slinky.cli", "dev", "up"],
-        cwd=REPO,
-        text=True,
-        capture_output=True,
-        timeout=90,
-    )
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    assert "bridge worker started" in out.stdout + out.stderr, out.stdout[-2000:]
+    out = slinky("dev", "up", timeout=90)
+    assert "bridge worker started" in out, out[-2000:]
     assert alive(worker_pid())
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,11 +14,11 @@ from temporalio.worker import Worker
 
 from slinky import wellknown
 from slinky.dev.procs import ProcessTable
+from tests.integration.devstack import REPO, slinky
 from tests.integration.smoke_workflow import SmokeWorkflow, greet
 from tests.integration.waiting import eventually
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -158,35 +156,15 @@ async def test_temporal_workflow_with_an_activity_completes(dev_env: dict[str, s
 
 
 def test_dev_up_is_idempotent(dev_env: dict[str, str]) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "slinky.cli", "dev", "up"],
-        cwd=REPO,
-        text=True,
-        capture_output=True,
-        check=True,
-        timeout=120,
-    ).stdout
+    out = slinky("dev", "up")
     for component in ("etcd", "kube-apiserver", "kube-controller-manager", "Slurm", "Temporal"):
         assert f"{component} already running" in out
-    status = subprocess.run(
-        [sys.executable, "-m", "slinky.cli", "dev", "status"],
-        cwd=REPO,
-        text=True,
-        capture_output=True,
-        timeout=60,
-    )
-    assert status.returncode == 0, status.stdout
+    slinky("dev", "status", timeout=60)  # exits 0 only when every component runs and answers
 
 
 def test_real_slurmd_nodes_run_a_batch_job(dev_env: dict[str, str]) -> None:
     """`dev up --slurmd 2` adds two real slurmd daemons (own network namespaces); a batch job runs on both."""
-    subprocess.run(
-        [sys.executable, "-m", "slinky.cli", "dev", "up", "--slurmd", "2"],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    slinky("dev", "up", "--slurmd", "2")
     desc = {
         "name": "real-batch",
         "partition": "real",
@@ -214,29 +192,18 @@ def test_a_gone_slurmd_node_is_forgotten_by_the_next_up(dev_env: dict[str, str])
     """A dynamic node whose slurmd stopped stays in slurmctld's saved state; left there, slurmctld would keep
     pinging an address no namespace of ours holds. The next `dev up` deletes it; `--slurmd 2` brings it back."""
 
-    def up(*args: str) -> str:
-        out = subprocess.run(
-            [sys.executable, "-m", "slinky.cli", "dev", "up", *args],
-            cwd=REPO,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        return out.stdout + out.stderr
-
     def real_nodes(rest: httpx.Client) -> set[str]:
         nodes = rest.get("/slurm/v0.0.44/nodes").raise_for_status().json()["nodes"]
         return {n["name"] for n in nodes if "real" in n.get("partitions", [])}
 
-    up("--slurmd", "2")
+    slinky("dev", "up", "--slurmd", "2")
     procs = ProcessTable(REPO / ".slinky-dev" / "pids")
     assert procs.stop("slurmd-2")
     try:
-        assert "forgot 1 slurmd node(s) whose daemon is gone: dyn2" in up()
+        assert "forgot 1 slurmd node(s) whose daemon is gone: dyn2" in slinky("dev", "up")
         with slurm(dev_env) as rest:
             assert real_nodes(rest) == {"dyn1"}
     finally:
-        up("--slurmd", "2")
+        slinky("dev", "up", "--slurmd", "2")
     with slurm(dev_env) as rest:
         assert real_nodes(rest) == {"dyn1", "dyn2"}
