@@ -674,16 +674,10 @@ class _OneNode:
 
 
 async def _bind_one(acts: KubeActivities, ref: PodRef) -> bool:
-    """Bind ``ref`` through the bind activity; True when it reports the pod gone.
-
-    Works with the single-pod activity (``bind_pod``) and the gang one (``bind_pods``) being landed.
-    """
-    if hasattr(acts, "bind_pods"):
-        bindings = [models.PodBinding(pod=ref, slurm_node=NODES[0])]  # type: ignore[attr-defined]
-        result = await acts.bind_pods(models.BindPodsInput(bindings=bindings, job_id=1))  # type: ignore[attr-defined]
-        return ref.uid in result.gone
-    single = await acts.bind_pod(models.BindPodInput(pod=ref, slurm_node=NODES[0], job_id=1))  # type: ignore[attr-defined]
-    return bool(single.pod_gone)
+    """Bind ``ref`` through the bind activity; True when it reports the pod gone."""
+    binding = models.PodBinding(pod=ref, slurm_node=NODES[0])
+    result = await acts.bind_pods(models.BindPodsInput(bindings=[binding], job_id=1))
+    return ref.uid in result.gone
 
 
 async def test_bind_of_a_pod_deleted_after_it_was_read_reports_it_gone(

@@ -51,8 +51,13 @@ def _fingerprint(cert: Path) -> str:
     return hashlib.sha256(ssl.PEM_cert_to_DER_cert(cert.read_text())).hexdigest()
 
 
+Pair = tuple[Path, Path]
+Pairs = tuple[Pair, Pair, Pair]
+"""(first certificate and key, second, the live files the server reads)"""
+
+
 @pytest.fixture
-def pairs(tmp_path: Path) -> Iterator[tuple[tuple[Path, Path], tuple[Path, Path], tuple[Path, Path]]]:
+def pairs(tmp_path: Path) -> Iterator[Pairs]:
     first, second = _self_signed(tmp_path, "first"), _self_signed(tmp_path, "second")
     live = (tmp_path / "tls.crt", tmp_path / "tls.key")
     _install(first, live)
@@ -60,7 +65,7 @@ def pairs(tmp_path: Path) -> Iterator[tuple[tuple[Path, Path], tuple[Path, Path]
 
 
 def test_rotated_files_are_served_to_new_connections(
-    pairs: tuple[tuple[Path, Path], tuple[Path, Path], tuple[Path, Path]],
+    pairs: Pairs,
 ) -> None:
     first, second, live = pairs
     cert = ServingCert(str(live[0]), str(live[1]), check_seconds=0)
@@ -80,7 +85,7 @@ def test_rotated_files_are_served_to_new_connections(
 
 
 def test_a_broken_rotation_keeps_the_previous_certificate(
-    pairs: tuple[tuple[Path, Path], tuple[Path, Path], tuple[Path, Path]],
+    pairs: Pairs,
 ) -> None:
     first, second, live = pairs
     cert = ServingCert(str(live[0]), str(live[1]), check_seconds=0)
@@ -93,7 +98,7 @@ def test_a_broken_rotation_keeps_the_previous_certificate(
 
 
 def test_check_seconds_bounds_how_often_the_files_are_looked_at(
-    pairs: tuple[tuple[Path, Path], tuple[Path, Path], tuple[Path, Path]],
+    pairs: Pairs,
 ) -> None:
     _, second, live = pairs
     cert = ServingCert(str(live[0]), str(live[1]), check_seconds=3600)
