@@ -179,10 +179,9 @@ class JobWatcher:
         self.idle_full_poll_seconds = idle_full_poll_seconds
         self.fast_interval_seconds = fast_interval_seconds
         self.fast_window_seconds = fast_window_seconds
-        self._announced: dict[int, float] = {}
-        """expect() time of each announced job, until it is seen no longer pending."""
+        self._announced: dict[int, tuple[JobInfo, float]] = {}
+        """Jobs announced by expect(): what was submitted and when; kept until seen no longer pending."""
         self._last_full = 0.0
-        self._hints: dict[int, tuple[JobInfo, float]] = {}
         self.details_read = 0
         self._jobs: dict[int, JobInfo] = {}
         self._last_update: int | None = None
@@ -223,11 +222,11 @@ class JobWatcher:
         return self._last_update
 
     def expect(self, job: JobInfo) -> None:
-        """Announce a job this process just submitted, so that in state-probe mode its first sighting needs
-        no extra read (its name, comments and limits are known; the probe supplies its state)."""
+        """Announce a job this process just submitted: in state-probe mode its first sighting needs no extra
+        read (its name, comments and limits are known; the probe supplies its state), the poll runs at
+        ``fast_interval_seconds`` while it is young and pending, and its events carry ``announced_at``."""
         now = time.monotonic()
-        self._hints[job.job_id] = (job, now)
-        self._announced[job.job_id] = now
+        self._announced[job.job_id] = (job, now)
 
     def current_interval(self) -> float:
         """The wait before the next poll: ``fast_interval_seconds`` while a job announced by :meth:`expect`
@@ -235,7 +234,7 @@ class JobWatcher:
         waits to be bound), else ``interval_seconds``."""
         if self.fast_interval_seconds is not None:
             now = time.monotonic()
-            if any(now - since <= self.fast_window_seconds for since in self._announced.values()):
+            if any(now - since <= self.fast_window_seconds for _, since in self._announced.values()):
                 return self.fast_interval_seconds
         return self.interval_seconds
 
@@ -275,9 +274,8 @@ class JobWatcher:
         now = time.monotonic()
         self._need_resync = False
         self._last_full = now
-        self._hints = {k: v for k, v in self._hints.items() if now - v[1] < HINT_SECONDS}
-        # An announced job never seen (cancelled before any poll saw it) is forgotten like its hint.
-        self._announced = {k: v for k, v in self._announced.items() if k in self._jobs or now - v < HINT_SECONDS}
+        # An announced job no poll has seen (cancelled at once) is forgotten after HINT_SECONDS.
+        self._announced = {k: v for k, v in self._announced.items() if k in self._jobs or now - v[1] < HINT_SECONDS}
         if page.changed and page.last_update is not None:
             self._last_update = page.last_update
         if not page.changed:
@@ -341,7 +339,7 @@ class JobWatcher:
         to_read: list[int] = []
         for job_id, state in states.items():
             old = self._jobs.get(job_id)
-            hint = self._hints.pop(job_id, None) if old is None else None
+            hint = self._announced.get(job_id) if old is None else None
             if old is None and hint is not None and "RUNNING" not in state:
                 self._diff_one(hint[0].model_copy(update={"job_state": state}), now, events)
             elif old is None or ("RUNNING" in state and not old.is_running):
@@ -368,12 +366,12 @@ class JobWatcher:
 
     def _with_announcement(self, event: JobEvent) -> JobEvent:
         """Stamp an announced job's event with its announce time; stop tracking it once it left PENDING."""
-        since = self._announced.get(event.job_id)
-        if since is None:
+        announced = self._announced.get(event.job_id)
+        if announced is None:
             return event
         if event.type is JobEventType.VANISHED or not event.job.is_pending:
             del self._announced[event.job_id]
-        return replace(event, announced_at=since)
+        return replace(event, announced_at=announced[1])
 
     async def _deliver(self, events: list[JobEvent]) -> list[JobEvent]:
         """Fan the events out to every subscriber and callback, in order; return them as delivered."""
