@@ -173,8 +173,11 @@ class KubeClient:
         timeout: float = 30.0,
         max_connections: int = 16,
         transport: httpx.AsyncBaseTransport | None = None,
+        user_agent: str | None = None,
     ) -> None:
         headers = {"Accept": "application/json"}
+        if user_agent:
+            headers["User-Agent"] = user_agent  # the API server names managedFields entries after it
         if config.token:
             headers["Authorization"] = f"Bearer {config.token}"
         self.config = config
@@ -272,30 +275,59 @@ class KubeClient:
         except httpx.TransportError as err:
             raise KubeUnavailable(f"WATCH {path}: {type(err).__name__}", status_code=None) from err
 
+    async def list_all(self, path: str, params: Mapping[str, Any] | None = None, *, page_size: int = 500) -> Obj:
+        """A whole collection, read in pages of ``page_size``: one listing, items of every page, the
+        resourceVersion of the list (to watch from)."""
+        query: dict[str, Any] = {**(params or {}), "limit": page_size}
+        listing = await self.get(path, query)
+        items = list(listing.get("items") or [])
+        while cont := (listing.get("metadata") or {}).get("continue"):
+            listing = await self.get(path, {**query, "continue": cont})
+            items.extend(listing.get("items") or [])
+        return {**listing, "items": items}
+
     async def list_watch(
         self, path: str, params: Mapping[str, Any] | None = None, *, timeout_seconds: int = 300
     ) -> AsyncIterator[tuple[str, Obj]]:
         """Yield ``("SYNC", listing)`` after every (re)list, then ``(event type, object)`` for each change.
 
-        The informer loop every watcher of ours needs, written once: it resumes from the last
-        resourceVersion when a watch ends, relists after 410 Gone, and retries transient failures
-        after a second. Bookmarks only advance the resourceVersion.
+        The informer loop every watcher of ours needs, written once:
+
+        * a watch that ends is resumed from the last resourceVersion, and a dropped connection too;
+        * 410 Gone, or any answer that refuses the watch, relists (after a backoff, for the refusals:
+          RBAC being set up, a resourceVersion from before an etcd wipe);
+        * a watch that delivered nothing at all, not even a bookmark, relists: a 1.20 server silently never
+          answers a watch from a resourceVersion it has not reached (etcd wiped under us), so a quiet
+          watch bounds that blindness to one ``timeout_seconds``;
+        * bookmarks only advance the resourceVersion.
         """
         rv = ""
+        backoff = 0.5
         while True:
             try:
                 if not rv:
-                    listing = await self.get(path, params)
+                    listing = await self.list_all(path, params)
                     rv = listing["metadata"]["resourceVersion"]
                     yield "SYNC", listing
                 query = {**(params or {}), "resourceVersion": rv, "timeoutSeconds": timeout_seconds}
+                delivered = 0
                 async for event in self.watch(path, query):
+                    delivered += 1
                     obj = event["object"]
                     rv = obj["metadata"]["resourceVersion"]
                     if event["type"] != "BOOKMARK":
                         yield event["type"], obj
+                if not delivered:
+                    rv = ""
+                backoff = 0.5
             except KubeGone:
                 rv = ""
-            except KubeError as err:  # unavailable, or refused (e.g. RBAC being set up): keep trying
-                logger.warning("watch %s failed: %s; resuming", path, err)
-                await asyncio.sleep(1)
+            except (KubeError, ValueError) as err:
+                dropped = isinstance(err, KubeUnavailable) and err.status_code is None
+                if not dropped:
+                    rv = ""  # refused (or a garbled stream): relist rather than insist
+                logger.warning(
+                    "watch %s failed: %s; %s in %.1fs", path, err, "resuming" if dropped else "relisting", backoff
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)

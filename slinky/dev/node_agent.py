@@ -13,7 +13,8 @@ move through their phases. This agent owns N Node objects: it keeps them Ready (
 It is a controller in miniature: one watch on bound pods feeds a cache, a de-duplicating work queue and a
 few workers reconcile each pod from its latest state, and timers live in one heap. Everything is level
 triggered, so restarting the agent converges (a Running pod whose run time has passed completes at once).
-It talks to the API server with one ``httpx.AsyncClient`` configured from a kubeconfig.
+It talks to the API server with the project's ``KubeClient`` (its informer loop included), configured from a
+kubeconfig.
 
 Run: ``python -m slinky.dev.node_agent --kubeconfig PATH --nodes N``.
 """
@@ -27,18 +28,16 @@ import dataclasses
 import datetime as dt
 import hashlib
 import heapq
-import json
 import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-import httpx
-
 from slinky import wellknown
-from slinky.clients.kube import KubeConfig, load_kubeconfig
+from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeUnavailable
+from slinky.clients.kube import KubeClient, load_kubeconfig
 
 log = logging.getLogger("slinky.dev.node_agent")  # not __main__ under python -m
 
@@ -51,8 +50,6 @@ KUBELET_VERSION: Final = "v1.20.2"
 TERMINATED_ON_DELETE_EXIT_CODE: Final = 143
 """What a container without a SIGTERM handler reports when the kubelet stops it: 128 + SIGTERM."""
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
-STRATEGIC: Final = "application/strategic-merge-patch+json"
-MERGE: Final = "application/merge-patch+json"
 CONDITION_TAINTS: Final = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 POD_SELECTOR: Final = "spec.nodeName!="
 """Only bound pods; a field selector cannot name a set of nodes, so the agent filters to its own."""
@@ -428,97 +425,6 @@ class WorkQueue:
 # API access
 
 
-class ApiError(Exception):
-    """A non-2xx answer from the API server; callers branch on ``status``."""
-
-    def __init__(self, status: int, body: str) -> None:
-        super().__init__(f"HTTP {status}: {body[:300]}")
-        self.status = status
-
-
-class Gone(Exception):
-    """The watch's resourceVersion is too old (410): relist."""
-
-
-class Api:
-    """Just enough of the Kubernetes REST API, over one pooled ``httpx.AsyncClient``."""
-
-    def __init__(self, config: KubeConfig, max_connections: int = 32) -> None:
-        headers = {"Accept": "application/json", "User-Agent": "slinky-node-agent/0.1"}
-        if config.token:
-            headers["Authorization"] = f"Bearer {config.token}"
-        self.client = httpx.AsyncClient(
-            base_url=config.server,
-            verify=config.ssl_context,
-            headers=headers,
-            timeout=httpx.Timeout(30.0, connect=10.0),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-        )
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        body: Obj | None = None,
-        content_type: str = "application/json",
-        params: Mapping[str, str] | None = None,
-    ) -> Obj:
-        content = json.dumps(body).encode() if body is not None else None
-        headers = {"Content-Type": content_type} if content is not None else None
-        resp = await self.client.request(method, path, content=content, headers=headers, params=params)
-        if resp.status_code >= 300:
-            raise ApiError(resp.status_code, resp.text)
-        result: Obj = resp.json()
-        return result
-
-    async def list_all(self, path: str, params: Mapping[str, str]) -> tuple[list[Obj], str]:
-        """Paginated list; returns the items and the list's resourceVersion to watch from."""
-        items: list[Obj] = []
-        query = {**params, "limit": "500"}
-        while True:
-            page = await self.request("GET", path, params=query)
-            items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            if not meta.get("continue"):
-                return items, str(meta.get("resourceVersion", ""))
-            query["continue"] = meta["continue"]
-
-    async def watch(self, path: str, params: Mapping[str, str], rv: str, timeout: int) -> AsyncIterator[Obj]:
-        """One watch request; yields events until the server closes it. Raises ``Gone`` on 410."""
-        query = {
-            **params,
-            "watch": "true",
-            "resourceVersion": rv,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(timeout),
-        }
-        stream_timeout = httpx.Timeout(10.0, read=timeout + 30.0)
-        async with self.client.stream("GET", path, params=query, timeout=stream_timeout) as resp:
-            if resp.status_code == 410:
-                raise Gone()
-            if resp.status_code >= 300:
-                raise ApiError(resp.status_code, (await resp.aread()).decode(errors="replace"))
-            async for line in resp.aiter_lines():
-                if not line:
-                    continue
-                event: Obj = json.loads(line)
-                if event.get("type") == "ERROR":
-                    status = event.get("object") or {}
-                    if status.get("code") == 410:
-                        raise Gone()
-                    raise ApiError(int(status.get("code") or 500), json.dumps(status))
-                yield event
-
-
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, ApiError):
-        return exc.status == 429 or exc.status >= 500
-    return isinstance(exc, httpx.TransportError)
-
-
 # ---------------------------------------------------------------------------------------------------------
 # The agent
 
@@ -537,7 +443,7 @@ class AgentOptions:
 class NodeAgent:
     """Keeps this agent's nodes Ready and plays the kubelet for pods bound to them."""
 
-    def __init__(self, api: Api, options: AgentOptions) -> None:
+    def __init__(self, api: KubeClient, options: AgentOptions) -> None:
         self.api = api
         self.options = options
         self.names = node_names(options.prefix, options.nodes)
@@ -591,14 +497,10 @@ class NodeAgent:
         now = time.time()
         shape = self.options.shape
         try:
-            node = await self.api.request("POST", "/api/v1/nodes", node_object(name, shape, now))
+            node = await self.api.create("/api/v1/nodes", node_object(name, shape, now))
             log.info("node %s created", name)
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
-            node = await self.api.request(
-                "PATCH", f"/api/v1/nodes/{name}", {"metadata": {"labels": node_labels(name, shape)}}, MERGE
-            )
+        except KubeConflict:
+            node = await self.api.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": node_labels(name, shape)}})
             ready: Obj = next((c for c in node.get("status", {}).get("conditions") or [] if c["type"] == "Ready"), {})
             since = parse_time(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
             if since is not None:
@@ -624,25 +526,18 @@ class NodeAgent:
         now = time.time()
         status = node_status(name, self.options.shape, now, self._ready_since[name])
         try:
-            node = await self.api.request("PATCH", f"/api/v1/nodes/{name}/status", {"status": status}, STRATEGIC)
+            node = await self.api.patch(f"/api/v1/nodes/{name}/status", {"status": status}, "strategic")
             await self._clear_condition_taints(name, node)
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
+        except KubeNotFound:
             log.info("node %s was deleted: recreating", name)
             self._ready_since[name] = now
-            self._nodes[name] = await self.api.request(
-                "POST", "/api/v1/nodes", node_object(name, self.options.shape, now)
-            )
+            self._nodes[name] = await self.api.create("/api/v1/nodes", node_object(name, self.options.shape, now))
         lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{name}"
         try:
-            await self.api.request("PATCH", lease_path, {"spec": {"renewTime": micro_time(now)}}, MERGE)
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-            with contextlib.suppress(ApiError):  # 409: created concurrently, renewed next beat
-                await self.api.request(
-                    "POST",
+            await self.api.patch(lease_path, {"spec": {"renewTime": micro_time(now)}})
+        except KubeNotFound:
+            with contextlib.suppress(KubeConflict):  # created concurrently, renewed next beat
+                await self.api.create(
                     f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases",
                     lease_object(self._nodes[name], now),
                 )
@@ -656,17 +551,15 @@ class NodeAgent:
         taints = (node.get("spec") or {}).get("taints") or []
         kept = [t for t in taints if t.get("key") not in CONDITION_TAINTS]
         if len(kept) != len(taints):
-            await self.api.request("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": kept or None}}, MERGE)
+            await self.api.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": kept or None}})
             log.info("node %s: removed condition taints", name)
 
     async def delete_nodes(self) -> None:
         async def delete(name: str) -> None:
-            with contextlib.suppress(ApiError, httpx.TransportError):
-                await self.api.request("DELETE", f"/api/v1/nodes/{name}")
-            with contextlib.suppress(ApiError, httpx.TransportError):
-                await self.api.request(
-                    "DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{name}"
-                )
+            with contextlib.suppress(KubeError):
+                await self.api.delete(f"/api/v1/nodes/{name}")
+            with contextlib.suppress(KubeError):
+                await self.api.delete(f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{name}")
 
         await asyncio.gather(*(self._bounded(delete(n)) for n in self.names))
         log.info("deleted %d nodes", len(self.names))
@@ -678,50 +571,23 @@ class NodeAgent:
     # -- pod watch ----------------------------------------------------------------------------------------
 
     async def _watch_loop(self) -> None:
-        """List then watch bound pods; resume from the last resourceVersion, relist on 410 Gone."""
+        """List then watch bound pods (the client's informer loop: resume, relist on 410 or a refusal)."""
         params = {"fieldSelector": POD_SELECTOR}
-        rv: str | None = None
-        backoff = 0.5
-        while True:
-            try:
-                if rv is None:
-                    items, rv = await self.api.list_all("/api/v1/pods", params)
-                    self._replace(items)
-                    level = logging.DEBUG if self.synced.is_set() else logging.INFO
-                    log.log(
-                        level,
-                        "listed %d pods on this agent's nodes (resourceVersion %s)",
-                        len(self._pods),
-                        rv,
-                    )
-                    self.synced.set()
-                events = 0
-                async for event in self.api.watch("/api/v1/pods", params, rv, self.options.watch_timeout_seconds):
-                    events += 1
-                    obj = event.get("object") or {}
-                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                    if event.get("type") != "BOOKMARK":
-                        self._observe(event.get("type", ""), obj)
-                if events == 0:
-                    # A 1.20 server silently never answers a watch from a resourceVersion it has not
-                    # reached (etcd wiped under us), not even with bookmarks: relisting after a quiet
-                    # watch is cheap and bounds that blindness to one watch timeout.
-                    rv = None
-                backoff = 0.5
-            except Gone:
-                log.info("pod watch expired (410 Gone): relisting")
-                rv = None
-            except httpx.TransportError as exc:
-                # Resume from the same resourceVersion: most likely the connection just dropped.
-                log.warning("pod watch interrupted, resuming in %.1fs: %r", backoff, exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
-            except (ApiError, json.JSONDecodeError) as exc:
-                # The server refused the watch (e.g. a resourceVersion from before an etcd wipe): relist.
-                log.warning("pod watch failed, relisting in %.1fs: %s", backoff, exc)
-                rv = None
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
+        async for kind, obj in self.api.list_watch(
+            "/api/v1/pods", params, timeout_seconds=self.options.watch_timeout_seconds
+        ):
+            if kind != "SYNC":
+                self._observe(kind, obj)
+                continue
+            self._replace(obj["items"])
+            level = logging.DEBUG if self.synced.is_set() else logging.INFO
+            log.log(
+                level,
+                "listed %d pods on this agent's nodes (resourceVersion %s)",
+                len(self._pods),
+                obj["metadata"]["resourceVersion"],
+            )
+            self.synced.set()
 
     def _replace(self, items: Iterable[Obj]) -> None:
         """Take in a fresh list: forget pods that vanished while we were not watching."""
@@ -792,9 +658,9 @@ class NodeAgent:
                 await self._reconcile(key)
                 self._failures.pop(key, None)
             except Exception as exc:
-                if isinstance(exc, ApiError) and exc.status == 404:
+                if isinstance(exc, KubeNotFound):
                     log.debug("pod %s/%s vanished while being updated", *key)
-                elif _transient(exc):
+                elif isinstance(exc, KubeUnavailable):
                     # Per-pod exponential backoff, and one warning per outage rather than one per retry.
                     n = self._failures[key] = self._failures.get(key, 0) + 1
                     delay = min(0.5 * 2**n, 30.0)
@@ -822,14 +688,10 @@ class NodeAgent:
             self._timers.cancel(key)
             if phase == "Running" and not _all_terminated(status):
                 patch = terminated_status(pod, now, TERMINATED_ON_DELETE_EXIT_CODE, phase=None)
-                self._remember(key, await self.api.request("PATCH", path + "/status", patch, STRATEGIC))
+                self._remember(key, await self.api.patch(path + "/status", patch, "strategic"))
                 log.info("pod %s/%s on %s: containers stopped for deletion", *key, node)
-            body = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
-            try:
-                await self.api.request("DELETE", path, body)
-            except ApiError as exc:
-                if exc.status not in (404, 409):  # gone already, or a new pod with the same name
-                    raise
+            with contextlib.suppress(KubeNotFound, KubeConflict):  # gone already, or a new pod with the same name
+                await self.api.delete(path, grace_seconds=0, uid=meta["uid"])
             self._deleted_uids.add(meta["uid"])
             log.info("pod %s/%s on %s: %s -> deleted", *key, node, phase)
             return
@@ -838,7 +700,7 @@ class NodeAgent:
             return
 
         if phase != "Running":
-            pod = await self.api.request("PATCH", path + "/status", running_status(pod, now), STRATEGIC)
+            pod = await self.api.patch(path + "/status", running_status(pod, now), "strategic")
             self._remember(key, pod)
             self._started_at[meta["uid"]] = now
             log.info("pod %s/%s on %s: %s -> Running", *key, node, phase)
@@ -853,7 +715,7 @@ class NodeAgent:
             return
         final = "Succeeded" if spec.exit_code == 0 else "Failed"
         patch = terminated_status(pod, now, spec.exit_code, phase=final)
-        self._remember(key, await self.api.request("PATCH", path + "/status", patch, STRATEGIC))
+        self._remember(key, await self.api.patch(path + "/status", patch, "strategic"))
         log.info("pod %s/%s on %s: Running -> %s (exit code %d)", *key, node, final, spec.exit_code)
 
 
@@ -910,7 +772,7 @@ async def amain(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    api = Api(config, max_connections=args.workers + 4)
+    api = KubeClient(config, max_connections=args.workers + 4, user_agent="slinky-node-agent/0.1")
     try:
         await NodeAgent(api, options).run(stop)
     finally:
