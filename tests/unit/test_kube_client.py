@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
 from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeRejected, KubeUnavailable
-from slinky.clients.kube import KubeGone, raise_for_status
+from slinky.clients.kube import KubeClient, KubeConfig, KubeGone, raise_for_status
 
 
 @pytest.mark.parametrize(
@@ -35,3 +37,61 @@ def test_answers_map_to_typed_errors(
 
 def test_success_raises_nothing() -> None:
     raise_for_status(httpx.Response(201, json={}), "POST", "/api/v1/x")
+
+
+async def test_list_watch_pages_resumes_and_relists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The informer loop: paged list, resume after a watch ends, relist after a silent or refused watch,
+    resume (no list) after a dropped connection."""
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    monkeypatch.setattr("slinky.clients.kube.asyncio.sleep", no_sleep)
+    requests: list[str] = []
+    watches = iter(
+        [
+            [{"type": "ADDED", "object": {"metadata": {"name": "c", "resourceVersion": "11"}}}],  # then ends
+            [],  # silent: relist
+            "refused",
+            "dropped",
+            [{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "13"}}}],
+            [{"type": "DELETED", "object": {"metadata": {"name": "a", "resourceVersion": "14"}}}],
+        ]
+    )
+    lists = iter(["10", "12", "12"])
+    current = {"rv": ""}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        q = request.url.params
+        if q.get("watch") == "true":
+            requests.append(f"watch@{q['resourceVersion']}")
+            step = next(watches)
+            if step == "refused":
+                return httpx.Response(500, json={"kind": "Status", "reason": "InternalError"})
+            if step == "dropped":
+                raise httpx.ReadError("connection reset")
+            return httpx.Response(200, content="\n".join(json.dumps(e) for e in step).encode())
+        if "continue" in q:
+            requests.append("list page 2")
+            return httpx.Response(200, json={"metadata": {"resourceVersion": current["rv"]}, "items": [{"name": "b"}]})
+        current["rv"] = next(lists)
+        requests.append("list page 1")
+        meta = {"resourceVersion": current["rv"], "continue": "c1"}
+        return httpx.Response(200, json={"metadata": meta, "items": [{"name": "a"}]})
+
+    kube = KubeClient(KubeConfig(server="https://kube.test", ssl_context=False), transport=httpx.MockTransport(handler))
+    seen: list[tuple[str, object]] = []
+    async for kind, obj in kube.list_watch("/api/v1/pods"):
+        seen.append((kind, [i["name"] for i in obj["items"]] if kind == "SYNC" else obj["metadata"]["name"]))
+        if kind == "DELETED":
+            break
+    await kube.aclose()
+    assert seen == [("SYNC", ["a", "b"]), ("ADDED", "c"), ("SYNC", ["a", "b"]), ("SYNC", ["a", "b"]), ("DELETED", "a")]
+    assert requests == [
+        *("list page 1", "list page 2", "watch@10"),  # paged list, then a watch from its resourceVersion
+        "watch@11",  # the watch ended: resumed where it stopped; this one stays silent
+        *("list page 1", "list page 2", "watch@12"),  # silent: relisted; this watch is refused
+        *("list page 1", "list page 2", "watch@12"),  # refused: relisted; this connection drops
+        "watch@12",  # dropped: resumed without a list; a bookmark only moves the resourceVersion
+        "watch@13",
+    ]
