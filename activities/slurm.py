@@ -5,6 +5,12 @@ index (fed by the single incremental Slurm poll, so looking costs no request) is
 that this workflow already owns (by the ``comment`` the bridge writes). After an unknown outcome (a
 timeout after the request was sent, a worker killed mid-call) the retry therefore finds the earlier job
 instead of creating a second one.
+
+Submit first asks Slurm for an immediate allocation (``job/allocate`` with ``immediate``) unless the index
+knows a job that is waiting to be scheduled: with free nodes the job is RUNNING in milliseconds instead of
+at slurmctld's next scheduler tick (about 0.4 s tuned, 3 s by default). Slurm refuses it when the nodes are
+busy or a higher-priority job waits, and the job is then queued with ``job/submit`` as before, so the
+queue's order is Slurm's either way (docs/bridge.md, "Immediate allocation").
 """
 
 from __future__ import annotations
@@ -16,9 +22,9 @@ from typing import Any, Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from slinky import hostlist
+from slinky import hostlist, telemetry
 from slinky.clients.errors import SlurmNotFound, SlurmRejected, SlurmUnavailable
-from slinky.clients.slurm import JobDescMsg, JobInfo, SlurmApi
+from slinky.clients.slurm import ALLOCATE_NOT_NOW_NUMBERS, JobDescMsg, JobInfo, SlurmApi
 from slinky.models.workload import (
     JobEvent,
     JobRef,
@@ -41,6 +47,8 @@ class JobIndex(Protocol):
 
     def expect(self, job: JobInfo) -> None: ...
 
+    def has_waiting_jobs(self) -> bool: ...
+
 
 def job_event_of(job: JobInfo, *, vanished: bool = False) -> JobEvent:
     """The ``job_event`` signal (and re-check answer) for a job as Slurm reports it."""
@@ -50,8 +58,12 @@ def job_event_of(job: JobInfo, *, vanished: bool = False) -> JobEvent:
         job_id=job.job_id,
         state=job.state,
         reason=job.state_reason,
-        nodes=hostlist.expand(job.nodes) if job.is_running else [],
+        nodes=_running_nodes(job),
     )
+
+
+def _running_nodes(job: JobInfo) -> list[str]:
+    return hostlist.expand(job.nodes) if job.is_running else []
 
 
 def _unavailable(err: SlurmUnavailable) -> ApplicationError:
@@ -62,9 +74,10 @@ def _unavailable(err: SlurmUnavailable) -> ApplicationError:
 class SlurmActivities:
     """Slurm verbs; holds the process's one Slurm client and job index."""
 
-    def __init__(self, slurm: SlurmApi, index: JobIndex) -> None:
+    def __init__(self, slurm: SlurmApi, index: JobIndex, *, immediate_allocation: bool = True) -> None:
         self.slurm = slurm
         self.index = index
+        self.immediate_allocation = immediate_allocation
 
     @activity.defn(name="submit_placeholder_job")
     async def submit_placeholder_job(self, data: SubmitInput) -> SubmitResult:
@@ -80,15 +93,27 @@ class SlurmActivities:
             existing = await self._find_live_job(data.workflow_id)
         if existing is not None:
             logger.info("workflow %s already owns job %s", data.workflow_id, existing.job_id)
-            return SubmitResult(job_id=existing.job_id, reused=True)
+            telemetry.JOB_SUBMITS.labels("reused").inc()
+            return SubmitResult(job_id=existing.job_id, reused=True, nodes=_running_nodes(existing))
         desc: dict[str, Any] = data.spec.to_job_desc()
         desc["comment"] = job_comment_for(data.workflow_id)
+        msg = JobDescMsg.model_validate(desc)
         try:
-            job_id = await self.slurm.submit_job(JobDescMsg.model_validate(desc))
+            if self.immediate_allocation and not self.index.has_waiting_jobs():
+                allocated = await self._allocate(msg)
+                if allocated is not None:
+                    telemetry.JOB_SUBMITS.labels("allocated").inc()
+                    if isinstance(allocated, int):
+                        return SubmitResult(job_id=allocated)
+                    self.index.expect(allocated)
+                    return SubmitResult(job_id=allocated.job_id, nodes=_running_nodes(allocated))
+            job_id = await self.slurm.submit_job(msg)
         except SlurmUnavailable as err:
             raise _unavailable(err) from err
         except SlurmRejected as err:
+            telemetry.JOB_SUBMITS.labels("rejected").inc()
             return SubmitResult(error_number=err.error_number, error_message=_rejection_text(err))
+        telemetry.JOB_SUBMITS.labels("queued").inc()
         self.index.expect(
             JobInfo(
                 job_id=job_id,
@@ -102,6 +127,24 @@ class SlurmActivities:
             )
         )
         return SubmitResult(job_id=job_id)
+
+    async def _allocate(self, msg: JobDescMsg) -> JobInfo | int | None:
+        """The RUNNING job of an immediate allocation (its id alone if it is already gone again), or None
+        when Slurm cannot start it now: queue it then.
+
+        Any other refusal also returns None: ``job/submit`` then gives the authoritative answer (a bad
+        partition is refused there too, and "no such configuration now" queues the job as it should).
+        """
+        try:
+            job_id = await self.slurm.allocate_job(msg)
+        except SlurmRejected as err:
+            if err.error_number not in ALLOCATE_NOT_NOW_NUMBERS:
+                logger.info("immediate allocation refused (%s); queueing the job", err)
+            return None
+        try:
+            return await self.slurm.get_job(job_id)
+        except SlurmNotFound:
+            return job_id  # purged already: the workflow's re-check finds it VANISHED
 
     async def _find_live_job(self, workflow_id: str) -> JobInfo | None:
         comment = job_comment_for(workflow_id)

@@ -32,6 +32,13 @@ class SlurmSettings(BaseModel):
     watch_fast_window_seconds: float = Field(
         3.0, description="How long after its submit a pending job keeps the fast poll interval, seconds."
     )
+    immediate_allocation: bool = Field(
+        True,
+        description=(
+            "Ask Slurm for an immediate allocation (job/allocate) before queueing a job with job/submit; a "
+            "refused attempt leaves a FAILED job record (docs/bridge.md, 'Immediate allocation')."
+        ),
+    )
 
 
 class KubeSettings(BaseModel):

@@ -68,6 +68,14 @@ CREATE_TO_BOUND = Histogram(
     buckets=(0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800),
     registry=REGISTRY,
 )
+JOB_SUBMITS = Counter(
+    "slinky_bridge_job_submits_total",
+    "Placeholder job submits by outcome. outcome: allocated (RUNNING at once: job/allocate), queued (job/submit,"
+    " after a refused or skipped immediate allocation), reused (the workflow's live job, after an unknown"
+    " outcome), rejected (Slurm refused the job).",
+    ["outcome"],
+    registry=REGISTRY,
+)
 JOB_START_SEEN = Histogram(
     "slinky_bridge_job_submit_to_running_seen_seconds",
     "From the bridge's submit of a placeholder job to its job watcher seeing it RUNNING (Slurm's scheduling"

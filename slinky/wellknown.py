@@ -112,6 +112,10 @@ TERMINAL_JOB_STATES: Final = frozenset(
 QUIET_PENDING_REASONS: Final = frozenset({"", "None"})
 """Pending reasons that say nothing yet: the job was just submitted and not evaluated."""
 
+WAITING_REASONS: Final = frozenset({"", "None", "Priority", "Resources"})
+"""Pending reasons of a job that waits only for nodes (not held, not a dependency or a begin time): while one
+exists, an immediate allocation would be refused for priority, so the bridge queues its job instead."""
+
 # Temporal search attributes registered by `slinky dev up` and documented for production.
 SEARCH_ATTRIBUTES: Final = {
     "SlinkyNamespace": "Keyword",

@@ -81,7 +81,7 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
         telemetry.REGISTRY.register(telemetry.PollCollector(lambda: (router.watcher.polls, router.watcher.errors)))
         telemetry.start_metrics_server(settings.telemetry.metrics_port, settings.telemetry.metrics_address)
     kube_acts = KubeActivities(kube, nodes, events, pods)
-    slurm_acts = SlurmActivities(slurm, router)
+    slurm_acts = SlurmActivities(slurm, router, immediate_allocation=settings.slurm.immediate_allocation)
     worker = Worker(
         temporal,
         task_queue=settings.temporal.task_queue,

@@ -71,6 +71,8 @@ class SlurmJobRouter:
         )
         self.temporal = temporal
         self._live: dict[str, JobInfo] = {}
+        self._started_by_submit: set[int] = set()
+        """Jobs announced RUNNING (immediate allocations): their workflow has the nodes from the submit."""
         self._sem = asyncio.Semaphore(SIGNAL_CONCURRENCY)
         self._tasks: set[asyncio.Task[None]] = set()
         self.signals_sent = 0
@@ -88,7 +90,12 @@ class SlurmJobRouter:
         workflow_id = workflow_id_from_job_comment(job.comment)
         if workflow_id is not None:
             self._live[workflow_id] = job
+        if job.is_running:
+            self._started_by_submit.add(job.job_id)
         self.watcher.expect(job)
+
+    def has_waiting_jobs(self) -> bool:
+        return self.watcher.has_waiting_jobs()
 
     # Routing ----------------------------------------------------------------------------------------
     def _on_event(self, event: WatchEvent) -> None:
@@ -103,6 +110,10 @@ class SlurmJobRouter:
                 self._live.pop(workflow_id, None)
         else:
             self._live[workflow_id] = event.job
+        if event.job_id in self._started_by_submit:
+            self._started_by_submit.discard(event.job_id)
+            if event.type is JobEventType.ADDED and event.job.is_running:
+                return  # the submit result told the workflow already: no signal, no workflow task
         if is_news(event):
             task = asyncio.create_task(self._signal(workflow_id, job_event_of(event.job, vanished=vanished)))
             self._tasks.add(task)

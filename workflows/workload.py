@@ -2,7 +2,8 @@
 
 Steps: gather the members (a gang waits for ``min_member``) → translate → submit the EXTERNAL_JOB → label the
 members → wait for the allocation → bind one member per allocated node → wait for the end → clean up (cancel
-the job only once every member really stopped; remove the finalizers last).
+the job only once every member really stopped; remove the finalizers last). When Slurm allocates at once
+(submit's immediate allocation), the submit result carries the nodes and the wait ends without a signal.
 
 The workflow never polls Slurm or Kubernetes on its own: the worker's pod watcher and its single incremental
 Slurm poll deliver ``pod_event`` and ``job_event`` signals. A slow durable re-check (``safety_recheck_seconds``)
@@ -147,6 +148,8 @@ class WorkloadWorkflow:
         self.rechecks_at_start = 0
         self.reported: tuple[str, str] | None = None
         self.fix_retry = 0.0
+        self.allocated_at_submit = False
+        """The submit got the nodes at once (an immediate allocation): bind before recording Events."""
         self.allocation: tuple[str, ...] = ()
         """The Slurm nodes the members were bound to."""
         self.early: list[PodEvent] = []
@@ -450,11 +453,21 @@ class WorkloadWorkflow:
             self.job_id = res.job_id
             self.reported, self.fix_retry = None, 0.0
             self.job = self.jobs_seen.get(res.job_id)
+            self.allocated_at_submit = bool(res.nodes)
+            if res.nodes and (self.job is None or self.job.state == "PENDING"):
+                # An immediate allocation: the job runs already, and no start signal will follow.
+                self.job = JobEvent(job_id=res.job_id, state="RUNNING", nodes=res.nodes)
         partition = (self.spec.partition if self.spec else None) or self.inp.defaults.partition
         self._set_phase(Phase.PENDING, SA_JOB_ID.value_set(self.job_id), SA_PARTITION.value_set(partition))
         self.step = "label"
         assert self.spec is not None
         submitted = [m for m in self._live() if m.ref.key in self.spec.pods]
+        if self.allocated_at_submit:
+            # The job runs already: bind at once, then label (see _bind). Labels, Events and the group phase
+            # wait until the pods are bound, so that their writes do not compete with the bindings.
+            for m in submitted:
+                m.in_job = True
+            return
         # Label and tell the user at once: the job is already queued, so this is the critical path.
         labelled, _ = await asyncio.gather(
             self._call(
@@ -523,6 +536,7 @@ class WorkloadWorkflow:
         self.job_id = None
         self.job = None
         self.spec = None
+        self.allocated_at_submit = False
         self.reason_shown = ""
 
     async def _apply_pod_change(self) -> None:
@@ -560,6 +574,15 @@ class WorkloadWorkflow:
         self.message = f"bound to {', '.join(nodes)} by Slurm job {self.job_id}"
         self._set_phase(Phase.RUNNING)
         bound = [m for m in members if m.node]
+        if self.allocated_at_submit and bound:
+            # Bound before labelled: the finalizer follows the binding by one call. A pod deleted in between
+            # is seen by the pod watcher (and its job by the garbage collector if the worker died too).
+            wid = workflow.info().workflow_id
+            labelled = await self._call(
+                "label_pods", LabelPodsInput(pods=self._refs(bound), job_id=self.job_id, workflow_id=wid), PodsResult
+            )
+            self._mark_gone(labelled.gone)
+            await self._event(REASON_SUBMITTED, f"Submitted Slurm job {self.job_id} (allocated at once)", members=bound)
         messages = {
             m.ref.uid: f"Successfully assigned {m.ref.key} to {m.node} (Slurm job {self.job_id})" for m in bound
         }

@@ -197,6 +197,8 @@ class SubmitResult(_Msg):
     """True when a live job of this workflow already existed (a retry after an unknown outcome)."""
     error_number: int | None = None
     error_message: str = ""
+    nodes: list[str] = Field(default_factory=list)
+    """The job's Slurm nodes when it is already RUNNING (an immediate allocation): bind without waiting."""
 
 
 class JobRef(_Msg):

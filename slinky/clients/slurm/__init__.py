@@ -5,7 +5,7 @@ Start with :class:`SlurmClient` (``SlurmClient.from_settings(Settings().slurm)``
 """
 
 from slinky.clients.slurm.auth import StaticToken, TokenFile, TokenProvider
-from slinky.clients.slurm.client import JobsPage, SlurmApi, SlurmClient
+from slinky.clients.slurm.client import ALLOCATE_NOT_NOW_NUMBERS, JobsPage, SlurmApi, SlurmClient
 from slinky.clients.slurm.fake import FakeSlurmClient
 from slinky.clients.slurm.models import (
     ControllerPing,
@@ -22,6 +22,7 @@ from slinky.clients.slurm.versions import DEFAULT_API_VERSION, SUPPORTED_API_VER
 from slinky.clients.slurm.watcher import JobEvent, JobEventType, JobWatcher
 
 __all__ = [
+    "ALLOCATE_NOT_NOW_NUMBERS",
     "DEFAULT_API_VERSION",
     "SUPPORTED_API_VERSIONS",
     "ControllerPing",

@@ -200,33 +200,35 @@ class FakeSlurmClient:
         """
         started: list[int] = []
         for job in sorted(self._jobs.values(), key=lambda j: j.job_id):
-            if job.state != "PENDING" or job.desc.hold:
-                continue
-            members = self._partitions.get(job.desc.partition or "", [])
-            if job.node_count > len(members):
-                job.reason = "PartitionConfig"
-                continue
-            wanted = job.desc.required_nodes or members
-            free = [
-                self._nodes[name]
-                for name in members
-                if name in wanted
-                and self._node_free(self._nodes[name])
-                and self._nodes[name].cpus >= job.cpus_per_node_needed
-                and self._nodes[name].real_memory >= job.memory_needed
-            ]
-            if len(free) < job.node_count:
-                job.reason = "Resources"
-                continue
-            now = int(time.time())
-            job.state, job.reason, job.start_time = "RUNNING", "None", now
-            job.nodes = [node.name for node in free[: job.node_count]]
-            for node in free[: job.node_count]:
-                node.job_id = job.job_id
-            started.append(job.job_id)
+            if job.state == "PENDING" and not job.desc.hold and self._start(job):
+                started.append(job.job_id)
         if started:
             self._touch()
         return started
+
+    def _start(self, job: _FakeJob) -> bool:
+        """Start ``job`` on free nodes of its partition if enough are free; else set its pending reason."""
+        members = self._partitions.get(job.desc.partition or "", [])
+        if job.node_count > len(members):
+            job.reason = "PartitionConfig"
+            return False
+        wanted = job.desc.required_nodes or members
+        free = [
+            self._nodes[name]
+            for name in members
+            if name in wanted
+            and self._node_free(self._nodes[name])
+            and self._nodes[name].cpus >= job.cpus_per_node_needed
+            and self._nodes[name].real_memory >= job.memory_needed
+        ]
+        if len(free) < job.node_count:
+            job.reason = "Resources"
+            return False
+        job.state, job.reason, job.start_time = "RUNNING", "None", int(time.time())
+        job.nodes = [node.name for node in free[: job.node_count]]
+        for node in free[: job.node_count]:
+            node.job_id = job.job_id
+        return True
 
     # --- plumbing ---------------------------------------------------------------------------------------
 
@@ -395,14 +397,52 @@ class FakeSlurmClient:
 
     async def submit_job(self, job: JobDescMsg, *, script: str | None = None) -> int:
         """Queue a job as PENDING; validated as slurmctld does."""
+        self._enter("submit_job", "POST")
+        return self._queue(job, script, "job/submit", "Batch job submission failed", "slurm_submit_batch_job()")
+
+    async def allocate_job(self, job: JobDescMsg) -> int:
+        """Start a job now or refuse, as ``job/allocate`` with ``immediate`` does (measured on 26.05).
+
+        Refused (a FAILED record stays, reason BadConstraints): 2013 when an older job of the partition is
+        pending (the fake's priority is FIFO), 2016 when too few nodes are free.
+        """
+        self._enter("allocate_job", "POST")
+        job_id = self._queue(
+            job, None, "job/allocate", "Job allocation request failed", "slurm_allocate_resources_blocking()"
+        )
+        fake = self._jobs[job_id]
+        older_pending = any(
+            j.state == "PENDING" and j.job_id < job_id and j.desc.partition == job.partition
+            for j in self._jobs.values()
+        )
+        if older_pending or not self._start(fake):
+            fake.state, fake.reason, fake.end_time = "FAILED", "BadConstraints", int(time.time())
+            self._touch()
+            number, text = (
+                (2013, "Immediate execution impossible, insufficient priority")
+                if older_pending
+                else (2016, "Requested nodes are busy")
+            )
+            raise self._error(
+                "POST",
+                "job/allocate",
+                422,
+                number,
+                text,
+                "Job allocation request failed",
+                "slurm_allocate_resources_blocking()",
+            )
+        self._touch()
+        return job_id
+
+    def _queue(self, job: JobDescMsg, script: str | None, path: str, description: str, source: str) -> int:
         external = bool(job.flags and "EXTERNAL_JOB" in job.flags)
         if external:
             versions.require(self.api_version, versions.Feature.EXTERNAL_JOB)
-        self._enter("submit_job", "POST")
         if not external and not script and not job.script:
             raise self._error(
                 "POST",
-                "job/submit",
+                path,
                 422,
                 9000,
                 "Query empty or not RFC7320 compliant",
@@ -410,27 +450,13 @@ class FakeSlurmClient:
                 "_job_post",
             )
         if job.partition not in self._partitions:
-            raise self._error(
-                "POST",
-                "job/submit",
-                422,
-                2000,
-                "Invalid partition name specified",
-                "Batch job submission failed",
-                "slurm_submit_batch_job()",
-            )
+            raise self._error("POST", path, 422, 2000, "Invalid partition name specified", description, source)
         cpus = (job.cpus_per_task or 1) * (job.tasks_per_node or 1)
         memory = job.memory_per_node or 0
         members = [self._nodes[name] for name in self._partitions[job.partition]]
         if members and not any(n.cpus >= cpus and n.real_memory >= memory for n in members):
             raise self._error(
-                "POST",
-                "job/submit",
-                422,
-                2014,
-                "Requested node configuration is not available",
-                "Batch job submission failed",
-                "slurm_submit_batch_job()",
+                "POST", path, 422, 2014, "Requested node configuration is not available", description, source
             )
         job_id = self._next_job_id
         self._next_job_id += 1

@@ -28,12 +28,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from slinky import wellknown
 from slinky.clients.errors import SlurmError, SlurmNotFound
 from slinky.clients.slurm.client import SlurmApi
 from slinky.clients.slurm.models import JobInfo
@@ -221,6 +223,11 @@ class JobWatcher:
         """The ``update_time`` the next poll sends."""
         return self._last_update
 
+    def has_waiting_jobs(self) -> bool:
+        """Whether a job, as last seen or just announced, is pending only for nodes (``WAITING_REASONS``)."""
+        jobs = itertools.chain(self._jobs.values(), (job for job, _ in self._announced.values()))
+        return any(job.is_pending and job.state_reason in wellknown.WAITING_REASONS for job in jobs)
+
     def expect(self, job: JobInfo) -> None:
         """Announce a job this process just submitted: in state-probe mode its first sighting needs no extra
         read (its name, comments and limits are known; the probe supplies its state), the poll runs at
@@ -340,7 +347,7 @@ class JobWatcher:
         for job_id, state in states.items():
             old = self._jobs.get(job_id)
             hint = self._announced.get(job_id) if old is None else None
-            if old is None and hint is not None and "RUNNING" not in state:
+            if old is None and hint is not None and ("RUNNING" not in state or hint[0].is_running):
                 self._diff_one(hint[0].model_copy(update={"job_state": state}), now, events)
             elif old is None or ("RUNNING" in state and not old.is_running):
                 to_read.append(job_id)
