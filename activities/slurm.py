@@ -6,17 +6,18 @@ that this workflow already owns (by the ``comment`` the bridge writes). After an
 timeout after the request was sent, a worker killed mid-call) the retry therefore finds the earlier job
 instead of creating a second one.
 
-Submit first asks Slurm for an immediate allocation (``job/allocate`` with ``immediate``) unless the index
-knows a job that is waiting to be scheduled: with free nodes the job is RUNNING in milliseconds instead of
-at slurmctld's next scheduler tick (about 0.4 s tuned, 3 s by default). Slurm refuses it when the nodes are
-busy or a higher-priority job waits, and the job is then queued with ``job/submit`` as before, so the
-queue's order is Slurm's either way (docs/bridge.md, "Immediate allocation").
+Submit first asks Slurm for an immediate allocation (``job/allocate`` with ``immediate``) when the worker's
+capacity estimate says it will be granted (no job waits for nodes, and enough nodes look free): the job is
+then RUNNING in milliseconds instead of at slurmctld's next scheduler tick (about 0.4 s tuned, 3 s by
+default). Slurm still decides: it refuses when the nodes are busy or a higher-priority job waits, and the
+job is then queued with ``job/submit`` as before (docs/bridge.md, "Immediate allocation").
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from temporalio import activity
@@ -47,7 +48,14 @@ class JobIndex(Protocol):
 
     def expect(self, job: JobInfo) -> None: ...
 
-    def has_waiting_jobs(self) -> bool: ...
+
+class Capacity(Protocol):
+    """The worker's estimate of free Slurm nodes: ask for an immediate allocation only when it will likely be
+    granted, because a refused one leaves a FAILED job record in Slurm (and in its accounting)."""
+
+    def may_start_now(self, partition: str | None, node_count: int) -> bool: ...
+
+    def allocating(self, node_count: int) -> AbstractContextManager[None]: ...
 
 
 def job_event_of(job: JobInfo, *, vanished: bool = False) -> JobEvent:
@@ -74,10 +82,11 @@ def _unavailable(err: SlurmUnavailable) -> ApplicationError:
 class SlurmActivities:
     """Slurm verbs; holds the process's one Slurm client and job index."""
 
-    def __init__(self, slurm: SlurmApi, index: JobIndex, *, immediate_allocation: bool = True) -> None:
+    def __init__(self, slurm: SlurmApi, index: JobIndex, capacity: Capacity | None = None) -> None:
         self.slurm = slurm
         self.index = index
-        self.immediate_allocation = immediate_allocation
+        self.capacity = capacity
+        """None: never ask for an immediate allocation (``slurm.immediate_allocation=false``)."""
 
     @activity.defn(name="submit_placeholder_job")
     async def submit_placeholder_job(self, data: SubmitInput) -> SubmitResult:
@@ -99,13 +108,16 @@ class SlurmActivities:
         desc["comment"] = job_comment_for(data.workflow_id)
         msg = JobDescMsg.model_validate(desc)
         try:
-            if self.immediate_allocation and not self.index.has_waiting_jobs():
-                allocated = await self._allocate(msg)
+            count = data.spec.min_nodes or 1
+            if self.capacity is not None and self.capacity.may_start_now(data.spec.partition, count):
+                with self.capacity.allocating(count):
+                    allocated = await self._allocate(msg)
+                    if isinstance(allocated, JobInfo):
+                        self.index.expect(allocated)
                 if allocated is not None:
                     telemetry.JOB_SUBMITS.labels("allocated").inc()
                     if isinstance(allocated, int):
                         return SubmitResult(job_id=allocated)
-                    self.index.expect(allocated)
                     return SubmitResult(job_id=allocated.job_id, nodes=_running_nodes(allocated))
             job_id = await self.slurm.submit_job(msg)
         except SlurmUnavailable as err:

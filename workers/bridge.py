@@ -29,6 +29,7 @@ from slinky.clients.slurm import SlurmClient
 from slinky.config import Settings
 from slinky.models.jobspec import TranslateDefaults
 from slinky.telemetry import configure_logging
+from workers.capacity import FreeNodes
 from workers.gc import GarbageCollector
 from workers.node_cache import NodeCache
 from workers.node_sync import NodeSyncer
@@ -81,7 +82,8 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
         telemetry.REGISTRY.register(telemetry.PollCollector(lambda: (router.watcher.polls, router.watcher.errors)))
         telemetry.start_metrics_server(settings.telemetry.metrics_port, settings.telemetry.metrics_address)
     kube_acts = KubeActivities(kube, nodes, events, pods)
-    slurm_acts = SlurmActivities(slurm, router, immediate_allocation=settings.slurm.immediate_allocation)
+    capacity = FreeNodes(router.watcher, nodes) if settings.slurm.immediate_allocation else None
+    slurm_acts = SlurmActivities(slurm, router, capacity)
     worker = Worker(
         temporal,
         task_queue=settings.temporal.task_queue,

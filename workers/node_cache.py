@@ -1,4 +1,4 @@
-"""The worker's view of nodes: Kubernetes nodes by list-watch, Slurm node names by a slow refresh.
+"""The worker's view of nodes: Kubernetes nodes by list-watch, Slurm nodes by a refresh every few seconds.
 
 Translation needs every node (to exclude the ones a pod does not fit) and binding needs the Kubernetes
 node of a Slurm node. Both read this cache, so the lifecycle never lists nodes per pod.
@@ -14,7 +14,7 @@ from typing import Any
 from slinky import wellknown
 from slinky.clients.errors import SlurmError
 from slinky.clients.kube import KubeClient
-from slinky.clients.slurm import SlurmApi
+from slinky.clients.slurm import Node, SlurmApi
 
 logger = logging.getLogger(__name__)
 
@@ -22,12 +22,13 @@ logger = logging.getLogger(__name__)
 class NodeCache:
     """Implements ``activities.kube.NodeView``."""
 
-    def __init__(self, kube: KubeClient, slurm: SlurmApi, *, slurm_refresh_seconds: float = 30.0) -> None:
+    def __init__(self, kube: KubeClient, slurm: SlurmApi, *, slurm_refresh_seconds: float = 5.0) -> None:
         self.kube = kube
         self.slurm = slurm
         self.slurm_refresh_seconds = slurm_refresh_seconds
         self._nodes: dict[str, dict[str, Any]] = {}
         self._slurm_names: set[str] | None = None
+        self._slurm_nodes: dict[str, Node] | None = None
         self._by_slurm_name: dict[str, str] = {}
         self.synced = asyncio.Event()
 
@@ -36,6 +37,10 @@ class NodeCache:
 
     def slurm_node_names(self) -> set[str] | None:
         return self._slurm_names
+
+    def slurm_nodes(self) -> Mapping[str, Node] | None:
+        """Slurm's nodes as of the last refresh (partitions, drain and down flags), or None before it."""
+        return self._slurm_nodes
 
     def kube_node_for(self, slurm_node: str) -> str | None:
         """The Kubernetes node of a Slurm node: by the slurm-nodename label, else by the same name."""
@@ -67,7 +72,9 @@ class NodeCache:
     async def _refresh_slurm(self) -> None:
         while True:
             try:
-                self._slurm_names = {n.name for n in await self.slurm.list_nodes()}
+                nodes = await self.slurm.list_nodes()
+                self._slurm_nodes = {n.name: n for n in nodes}
+                self._slurm_names = set(self._slurm_nodes)
             except SlurmError as err:
                 logger.warning("slurm node refresh failed: %s", type(err).__name__)
             await asyncio.sleep(self.slurm_refresh_seconds)

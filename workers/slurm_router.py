@@ -94,9 +94,6 @@ class SlurmJobRouter:
             self._started_by_submit.add(job.job_id)
         self.watcher.expect(job)
 
-    def has_waiting_jobs(self) -> bool:
-        return self.watcher.has_waiting_jobs()
-
     # Routing ----------------------------------------------------------------------------------------
     def _on_event(self, event: WatchEvent) -> None:
         workflow_id = workflow_id_from_job_comment(event.job.comment)

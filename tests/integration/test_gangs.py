@@ -58,10 +58,21 @@ class Cluster:
         return [j for j in jobs if f'"{ns}/' in (j.get("admin_comment") or "")]
 
     def free_nodes(self) -> int:
-        """Dev-stack nodes with nothing allocated (a demo may hold some)."""
+        """Nodes of the bridge's partition with nothing allocated (a demo may hold some)."""
         nodes = self.rest.get("/nodes").raise_for_status().json()["nodes"]
         busy = {"ALLOCATED", "MIXED", "DOWN", "DRAIN", "COMPLETING"}
-        return sum(1 for n in nodes if n["name"].startswith("slinky-node-") and not busy & set(n["state"]))
+        return sum(
+            1 for n in nodes if wellknown.DEFAULT_PARTITION in n.get("partitions", []) and not busy & set(n["state"])
+        )
+
+    def block_all_but(self, ns: str, keep: int) -> None:
+        """Bind blocker pods until exactly ``keep`` nodes stay free (re-counted: another test's job may end)."""
+        placed = 0
+        while (extra := self.free_nodes() - keep) > 0:
+            self.apply(blockers(ns, extra, start=placed))
+            placed += extra
+            eventually(lambda n=placed: len(bound(self.pods(ns))) >= n, 60, f"{placed} blockers bound")
+        assert self.free_nodes() == keep
 
     def podgroup_phase(self, ns: str, name: str) -> str:
         obj = json.loads(self.kubectl("get", "podgroup", "-n", ns, name, "-o", "json"))
@@ -92,7 +103,7 @@ spec: {{minMember: {min_member}}}
 """
 
 
-def blockers(ns: str, count: int) -> str:
+def blockers(ns: str, count: int, start: int = 0) -> str:
     """Pods that each take a whole node through the bridge, until deleted."""
     return "".join(
         f"""
@@ -104,7 +115,7 @@ spec:
   schedulerName: {wellknown.SCHEDULER_NAME}
   containers: [{{name: c, image: busybox}}]
 """
-        for i in range(count)
+        for i in range(start, start + count)
     )
 
 
@@ -135,6 +146,14 @@ spec:
     pods = eventually(lambda: (lambda p: p if len(bound(p)) == 2 else None)(cluster.pods(ns)), 90, "2 pods bound")
     nodes = {p["spec"]["nodeName"] for p in pods}
     assert len(nodes) == 2, "one pod per node"
+    # An immediate allocation binds first and labels right after: wait for the labels.
+    pods = eventually(
+        lambda: (
+            lambda p: p if all(wellknown.LABEL_SLURM_JOB_ID in x["metadata"].get("labels", {}) for x in p) else None
+        )(bound(cluster.pods(ns))),
+        30,
+        "job id labels",
+    )
     job_ids = {p["metadata"]["labels"][wellknown.LABEL_SLURM_JOB_ID] for p in pods}
     assert len(job_ids) == 1, "both pods carry the same job id"
     [job] = [j for j in cluster.jobs_for(ns) if j["job_state"][0] == "RUNNING"]
@@ -152,10 +171,8 @@ spec:
 
 def test_seed_sleep_podgroup_waits_for_nodes_then_finishes(cluster: Cluster, ns: str) -> None:
     """Seed slide scenario: a PodGroup of two sleep pods waits (Slurm's reason shown) while nodes are busy."""
-    free = cluster.free_nodes()
-    assert free >= 2, "the test needs two free nodes"
-    cluster.apply(blockers(ns, free))
-    eventually(lambda: len(bound(cluster.pods(ns))) == free, 60, "every free node blocked")
+    assert cluster.free_nodes() >= 2, "the test needs two free nodes"
+    cluster.block_all_but(ns, 0)
     cluster.apply(pod_group(ns, "sleep-pg", 2))
     sleepers = "".join(
         f"""
@@ -328,11 +345,9 @@ spec: {{replicatedJobs: [{{name: workers, replicas: 1}}, {{name: driver, replica
 
 
 def test_gang_member_deleted_while_pending_cancels_and_resubmits(cluster: Cluster, ns: str) -> None:
-    free = cluster.free_nodes()
-    assert free >= 2, "the test needs two free nodes"
+    assert cluster.free_nodes() >= 2, "the test needs two free nodes"
     cluster.apply(pod_group(ns, "pg", 2))
-    cluster.apply(blockers(ns, free - 1))
-    eventually(lambda: len(bound(cluster.pods(ns))) == free - 1, 60, "all free nodes but one blocked")
+    cluster.block_all_but(ns, 1)
     member = """
 ---
 apiVersion: v1

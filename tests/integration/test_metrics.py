@@ -44,7 +44,8 @@ def test_bridge_metrics_count_real_bindings_and_pass_promtool(dev_env: dict[str,
     first = scrape(port)
     before = sample(first, "slinky_bridge_pods_bound_total")
     seen_before = sample(first, "slinky_bridge_job_submit_to_running_seen_seconds_count")
-    signals_before = sample(first, 'slinky_bridge_signal_seconds_count{kind="job_event"}', default=0)
+    signals_before = sample(first, 'slinky_bridge_signal_seconds_count{kind="pod_event"}', default=0)
+    allocated_before = sample(first, 'slinky_bridge_job_submits_total{outcome="allocated"}', default=0)
     pod = f"""
 apiVersion: v1
 kind: Pod
@@ -68,9 +69,13 @@ spec:
     assert sample(text, "slinky_bridge_pod_create_to_bound_seconds_count") >= 1
     assert sample(text, "slinky_bridge_workflows_started_total") >= 1
     assert sample(text, 'slinky_bridge_slurm_job_polls_total{result="ok"}') > 0
-    # The job's start was seen after the bridge's own submit, and its signal delivered (timed).
+    # Free nodes: the job was allocated at once, and the watcher saw it running after the submit.
+    assert sample(text, 'slinky_bridge_job_submits_total{outcome="allocated"}') > allocated_before
     assert sample(text, "slinky_bridge_job_submit_to_running_seen_seconds_count") > seen_before
-    assert sample(text, 'slinky_bridge_signal_seconds_count{kind="job_event"}') > signals_before
+    # The pod ends after 1 s (simulated run): the pod watcher's signal is delivered and timed.
+    while sample(scrape(port), 'slinky_bridge_signal_seconds_count{kind="pod_event"}', default=0) <= signals_before:
+        assert time.monotonic() < deadline, "no pod_event signal timed within 60 s"
+        time.sleep(0.2)
     assert sample(text, "slinky_bridge_events_dropped_total") == 0
     lint = subprocess.run([str(stack.promtool()), "check", "metrics"], input=text, text=True, capture_output=True)
     assert lint.returncode == 0, lint.stderr

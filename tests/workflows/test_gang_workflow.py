@@ -120,6 +120,37 @@ async def test_gang_waits_for_min_member_then_submits_one_job_for_both(
     assert fakes.args("record_event")[0].pods == [POD, POD2]
 
 
+async def test_an_immediately_allocated_gang_binds_every_member_then_labels_them(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    """Nodes in the submit result: no Scheduling phase, bind first, then label and the Events."""
+    gang_fakes(fakes).submit = [SubmitResult(job_id=JOB_ID, nodes=["slurm-1", "slurm-2"])]
+    async with run_workload(gang_input()) as handle:
+        await step_is(handle, "wait_members")
+        await pod_event(handle, PodEventKind.ADDED, POD2)
+        await step_is(handle, "running")
+        assert fakes.group_phases() == ["Running"]
+        await pod_event(handle, PodEventKind.TERMINAL, POD, "Succeeded")
+        await pod_event(handle, PodEventKind.TERMINAL, POD2, "Succeeded")
+        assert await handle.result() == "the workload ended"
+        await replays(handle)
+    assert fakes.names(skip=EVENTS)[:5] == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "bind_pods",
+        "label_pods",
+        "set_group_phase",
+    ]
+    [bind] = fakes.args("bind_pods")
+    assert sorted((b.pod.uid, b.slurm_node) for b in bind.bindings) == sorted(
+        [(POD.uid, "slurm-1"), (POD2.uid, "slurm-2")]
+    )
+    [label] = fakes.args("label_pods")
+    assert sorted(p.uid for p in label.pods) == sorted([POD.uid, POD2.uid])
+    assert fakes.events()[:2] == [("Normal", "SlurmJobSubmitted"), ("Normal", "Scheduled")]
+    assert fakes.group_phases() == ["Running", "Finished"]
+
+
 async def test_bind_assigns_one_member_per_allocated_node(run_workload: Any, fakes: FakeActivities) -> None:
     gang_fakes(fakes)
     async with run_workload(gang_input()) as handle:

@@ -113,6 +113,52 @@ async def test_happy_path_binds_on_the_first_slurm_node_and_cleans_up_in_order(
     assert "k8s-slurm-3" in fakes.args("record_event")[1].message
 
 
+async def test_an_immediate_allocation_binds_without_a_start_signal_then_labels(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    """The submit got the nodes at once: bind in the same step, label after, no waiting for a job_event."""
+    fakes.submit = [SubmitResult(job_id=JOB_ID, nodes=["slurm-7"])]
+    async with run_workload() as handle:
+        why = await step_is(handle, "running")
+        assert (why.phase, why.job_id) == (Phase.RUNNING, JOB_ID)
+        await pod_event(handle, PodEventKind.TERMINAL)
+        assert await handle.result() == "the workload ended"
+    assert fakes.names() == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "bind_pods",
+        "label_pods",
+        "record_event",
+        "record_event",
+        "cancel_job",
+        "remove_finalizers",
+        "record_event",
+    ]
+    [bind] = fakes.args("bind_pods")
+    assert bind.bindings == [PodBinding(pod=POD, slurm_node="slurm-7")]
+    [label] = fakes.args("label_pods")
+    assert (label.pods, label.job_id) == ([POD], JOB_ID)
+    assert fakes.events() == [
+        ("Normal", "SlurmJobSubmitted"),
+        ("Normal", "Scheduled"),
+        ("Normal", "SlurmJobCleanedUp"),
+    ]
+    assert not fakes.args("set_pod_condition"), "never pending: no Unschedulable condition"
+
+
+async def test_an_immediate_allocation_reported_again_by_the_watcher_binds_once(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    fakes.submit = [SubmitResult(job_id=JOB_ID, nodes=["slurm-7"])]
+    async with run_workload() as handle:
+        await step_is(handle, "running")
+        await job_event(handle, "RUNNING", "None", "slurm-7")
+        await pod_event(handle, PodEventKind.TERMINAL)
+        assert await handle.result() == "the workload ended"
+    assert len(fakes.args("bind_pods")) == 1
+    assert fakes.names().count("cancel_job") == 1
+
+
 async def test_job_event_before_the_submit_result_is_recorded_still_binds(
     run_workload: Any, fakes: FakeActivities
 ) -> None:

@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from slinky import wellknown
+from slinky import hostlist, wellknown
 from slinky.clients.errors import SlurmError, SlurmNotFound
 from slinky.clients.slurm.client import SlurmApi
 from slinky.clients.slurm.models import JobInfo
@@ -227,6 +227,11 @@ class JobWatcher:
         """Whether a job, as last seen or just announced, is pending only for nodes (``WAITING_REASONS``)."""
         jobs = itertools.chain(self._jobs.values(), (job for job, _ in self._announced.values()))
         return any(job.is_pending and job.state_reason in wellknown.WAITING_REASONS for job in jobs)
+
+    def running_nodes(self) -> set[str]:
+        """The nodes of every job seen (or announced) RUNNING: busy until the watcher sees the job end."""
+        jobs = itertools.chain(self._jobs.values(), (job for job, _ in self._announced.values()))
+        return {node for job in jobs if job.is_running for node in hostlist.expand(job.nodes)}
 
     def expect(self, job: JobInfo) -> None:
         """Announce a job this process just submitted: in state-probe mode its first sighting needs no extra

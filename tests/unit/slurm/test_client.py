@@ -17,7 +17,7 @@ from slinky.clients.errors import (
     SlurmUnavailable,
     SlurmUnsupported,
 )
-from slinky.clients.slurm.client import SlurmClient
+from slinky.clients.slurm.client import ALLOCATE_NOT_NOW_NUMBERS, SlurmClient
 from slinky.clients.slurm.models import JobDescMsg
 from slinky.config import SlurmSettings
 from tests.unit.slurm.helpers import TOKEN, Router, make_client, sample
@@ -324,3 +324,41 @@ async def test_bad_token_511_1007_is_a_rejection_not_an_outage() -> None:
             await client.diag()
     assert type(caught.value) is SlurmRejected and caught.value.error_number == 1007
     assert len(router.requests) == 1  # not retried
+
+
+# --- job/allocate (immediate): answers recorded from Slurm 26.05 -------------------------------------------
+ALLOCATE = sample("allocate_immediate.json")
+
+
+async def test_allocate_sends_immediate_to_job_allocate_and_returns_the_id() -> None:
+    recorded = ALLOCATE["allocated"]
+    router = Router().add("POST", f"{V}/job/allocate", (recorded["status"], recorded["body"]))
+    async with make_client(router) as client:
+        job_id = await client.allocate_job(EXTERNAL)
+    assert job_id == recorded["body"]["job_id"]
+    assert json.loads(router.requests[0].content) == {"job": {**EXTERNAL.to_request(), "immediate": True}}
+
+
+@pytest.mark.parametrize(
+    ("case", "error_type", "number"),
+    [("insufficient_priority", SlurmRejected, 2013), ("nodes_busy", SlurmConflict, 2016)],
+)
+async def test_allocate_refusals_are_rejections_that_mean_not_now(
+    case: str, error_type: type[SlurmError], number: int
+) -> None:
+    recorded = ALLOCATE[case]
+    router = Router().add("POST", f"{V}/job/allocate", (recorded["status"], recorded["body"]))
+    async with make_client(router) as client:
+        with pytest.raises(error_type) as caught:
+            await client.allocate_job(EXTERNAL)
+    assert caught.value.error_number == number
+    assert number in ALLOCATE_NOT_NOW_NUMBERS
+    assert len(router.requests) == 1, "never retried"
+
+
+async def test_allocate_of_an_external_job_is_refused_on_v0042_before_sending() -> None:
+    router = Router()
+    async with make_client(router, api_version="v0.0.42") as client:
+        with pytest.raises(SlurmUnsupported):
+            await client.allocate_job(EXTERNAL)
+    assert router.requests == []

@@ -292,3 +292,34 @@ async def test_fast_interval_while_an_announced_job_is_young_and_pending(monkeyp
     slow = JobWatcher(fake, state_probe=True)
     slow.expect(JobInfo(job_id=second, name="second", job_state=["PENDING"], comment="mine"))
     assert slow.current_interval() == 0.25, "no fast interval configured"
+
+
+async def test_state_probe_does_not_read_a_job_announced_running() -> None:
+    """An immediate allocation is announced with its nodes: its first sighting costs no read."""
+    fake = _fake()
+    watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=3600)
+    await watcher.poll_once()
+    job_id = await fake.allocate_job(_job("now", comment="mine"))
+    watcher.expect(await fake.get_job(job_id))
+    assert watcher.running_nodes() == {"n-1"}, "busy from the announcement on"
+    fake.calls.clear()
+    [added] = await watcher.poll_once()
+    assert (added.type, added.job.nodes, added.announced_at is not None) == (A, "n-1", True)
+    assert fake.calls == ["job_states"]
+
+
+async def test_waiting_jobs_and_running_nodes_follow_the_jobs() -> None:
+    fake = _fake(nodes=1)
+    watcher = JobWatcher(fake)
+    first = await fake.submit_job(_job("first"))
+    fake.tick()
+    await watcher.poll_once()
+    assert not watcher.has_waiting_jobs() and watcher.running_nodes() == {"n-1"}
+    waiting = await fake.submit_job(_job("waiting"))
+    fake.tick()
+    await watcher.poll_once()
+    assert watcher.jobs[waiting].state_reason == "Resources" and watcher.has_waiting_jobs()
+    await fake.cancel_job(first)
+    await fake.cancel_job(waiting)
+    await watcher.poll_once()
+    assert watcher.running_nodes() == set() and not watcher.has_waiting_jobs()

@@ -1,0 +1,76 @@
+"""The fake's ``allocate_job`` behaves as slurmrestd 26.05 did (tests/fixtures/slurm/allocate_immediate.json)."""
+
+from __future__ import annotations
+
+import pytest
+
+from slinky.clients.errors import SlurmRejected
+from slinky.clients.slurm.fake import FakeSlurmClient
+from slinky.clients.slurm.models import JobDescMsg
+from tests.unit.slurm.helpers import sample
+
+RECORDED = sample("allocate_immediate.json")
+
+
+def _fake(nodes: int = 2) -> FakeSlurmClient:
+    fake = FakeSlurmClient()
+    fake.add_partition("p")
+    for index in range(1, nodes + 1):
+        fake.add_node(f"n-{index}", partitions=["p"])
+    return fake
+
+
+def _job(name: str, nodes: int = 1) -> JobDescMsg:
+    return JobDescMsg(
+        name=name,
+        partition="p",
+        flags=["EXTERNAL_JOB"],
+        shared=["none"],
+        minimum_nodes=nodes,
+        maximum_nodes=nodes,
+        admin_comment=f'{{"pods": ["ns/{name}"]}}',
+    )
+
+
+def _matches_recording(err: SlurmRejected, case: str) -> None:
+    [entry] = RECORDED[case]["body"]["errors"]
+    [got] = err.errors
+    assert (got.error_number, got.error, got.description, got.source) == (
+        entry["error_number"],
+        entry["error"],
+        entry["description"],
+        entry["source"],
+    )
+    assert err.status_code == RECORDED[case]["status"]
+
+
+async def test_free_nodes_give_a_running_job_at_once() -> None:
+    fake = _fake()
+    job_id = await fake.allocate_job(_job("now"))
+    job = await fake.get_job(job_id)
+    assert job.is_running and job.nodes == "n-1"
+    assert fake.calls == ["allocate_job", "get_job"]
+
+
+async def test_busy_nodes_are_refused_2016_and_leave_a_failed_record() -> None:
+    fake = _fake(nodes=1)
+    await fake.allocate_job(_job("first"))
+    with pytest.raises(SlurmRejected) as caught:
+        await fake.allocate_job(_job("busy"))
+    _matches_recording(caught.value, "nodes_busy")
+    [record] = [j for j in (await fake.list_jobs()).jobs if j.name == "busy"]
+    recorded = RECORDED["failed_record"]
+    assert (record.job_state, record.state_reason, record.nodes) == (
+        recorded["job_state"],
+        recorded["state_reason"],
+        recorded["nodes"],
+    )
+
+
+async def test_an_older_pending_job_is_refused_2013_for_priority_even_with_free_nodes() -> None:
+    fake = _fake(nodes=2)
+    await fake.submit_job(_job("big", nodes=2))  # pending: never ticked
+    with pytest.raises(SlurmRejected) as caught:
+        await fake.allocate_job(_job("behind"))
+    _matches_recording(caught.value, "insufficient_priority")
+    assert [j.state for j in (await fake.list_jobs()).jobs] == ["PENDING", "FAILED"]

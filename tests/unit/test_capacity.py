@@ -1,0 +1,69 @@
+"""``workers.capacity.FreeNodes``: the local gate of submit's immediate allocation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from slinky.clients.slurm import FakeSlurmClient, JobDescMsg, JobWatcher, Node
+from workers.capacity import FreeNodes
+
+
+class Snapshot:
+    def __init__(self, nodes: list[Node] | None) -> None:
+        self.nodes = None if nodes is None else {n.name: n for n in nodes}
+
+    def slurm_nodes(self) -> Mapping[str, Node] | None:
+        return self.nodes
+
+
+def _node(name: str, *states: str, partition: str = "p") -> Node:
+    return Node(name=name, state=list(states or ("IDLE",)), partitions=[partition])
+
+
+async def _setup(nodes: int) -> tuple[FakeSlurmClient, JobWatcher]:
+    fake = FakeSlurmClient()
+    fake.add_partition("p")
+    for index in range(1, nodes + 1):
+        fake.add_node(f"n-{index}", partitions=["p"])
+    watcher = JobWatcher(fake)
+    await watcher.poll_once()
+    return fake, watcher
+
+
+def _job(name: str) -> JobDescMsg:
+    return JobDescMsg(name=name, partition="p", flags=["EXTERNAL_JOB"], shared=["none"])
+
+
+async def test_free_nodes_are_the_usable_partition_nodes_without_a_running_job() -> None:
+    fake, watcher = await _setup(nodes=3)
+    snapshot = Snapshot([_node("n-1"), _node("n-2", "IDLE", "DRAIN"), _node("n-3"), _node("other-1", partition="q")])
+    capacity = FreeNodes(watcher, snapshot)
+    assert capacity.may_start_now("p", 2)  # n-1, n-3 (n-2 drained; other-1 elsewhere)
+    assert not capacity.may_start_now("p", 3)
+    assert capacity.may_start_now(None, 3), "no partition: every usable node counts"
+    job_id = await fake.allocate_job(_job("a"))
+    watcher.expect(await fake.get_job(job_id))  # n-1 is busy from the announcement on
+    assert capacity.may_start_now("p", 1) and not capacity.may_start_now("p", 2)
+
+
+async def test_allocations_under_way_count_as_taken() -> None:
+    _, watcher = await _setup(nodes=2)
+    capacity = FreeNodes(watcher, Snapshot([_node("n-1"), _node("n-2")]))
+    with capacity.allocating(1):
+        assert capacity.may_start_now("p", 1) and not capacity.may_start_now("p", 2)
+    assert capacity.may_start_now("p", 2)
+
+
+async def test_a_job_waiting_for_nodes_closes_the_gate_and_no_snapshot_opens_it() -> None:
+    fake, watcher = await _setup(nodes=1)
+    assert FreeNodes(watcher, Snapshot(None)).may_start_now("p", 5), "no node view yet: Slurm decides"
+    too_big = await fake.submit_job(JobDescMsg(name="w", partition="p", flags=["EXTERNAL_JOB"], minimum_nodes=2))
+    fake.tick()
+    await watcher.poll_once()
+    assert FreeNodes(watcher, Snapshot(None)).may_start_now("p", 1), "PartitionConfig never starts: not waiting"
+    await fake.cancel_job(too_big)
+    await fake.allocate_job(_job("holder"))
+    await fake.submit_job(_job("w2"))
+    fake.tick()
+    await watcher.poll_once()
+    assert not FreeNodes(watcher, Snapshot(None)).may_start_now("p", 1), "a job waits for Resources"

@@ -1,0 +1,108 @@
+"""``submit_placeholder_job``: immediate allocation when the capacity gate opens, else (or when refused) queue."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.slurm import SlurmActivities
+from slinky.clients.slurm import FakeSlurmClient, JobDescMsg, JobInfo
+from slinky.models.jobspec import SlurmJobSpec
+from slinky.models.workload import SubmitInput, SubmitResult
+
+SPEC = SlurmJobSpec(pods=("ns/p",), partition="p", min_nodes=1, max_nodes=1)
+GANG = SlurmJobSpec(pods=("ns/a", "ns/b"), partition="p", min_nodes=2, max_nodes=2)
+
+
+class Index:
+    def __init__(self) -> None:
+        self.expected: list[JobInfo] = []
+
+    async def wait_synced(self) -> None:
+        return None
+
+    def live_job_of(self, workflow_id: str) -> JobInfo | None:
+        live = [j for j in self.expected if not j.is_finished]
+        return live[-1] if live else None
+
+    def expect(self, job: JobInfo) -> None:
+        self.expected.append(job)
+
+
+class Gate:
+    def __init__(self, open_: bool) -> None:
+        self.open = open_
+        self.asked: list[tuple[str | None, int]] = []
+        self.in_flight = 0
+
+    def may_start_now(self, partition: str | None, node_count: int) -> bool:
+        self.asked.append((partition, node_count))
+        return self.open
+
+    @contextlib.contextmanager
+    def allocating(self, node_count: int) -> Iterator[None]:
+        self.in_flight += node_count
+        yield
+        self.in_flight -= node_count
+
+
+def _fake(nodes: int = 2) -> FakeSlurmClient:
+    fake = FakeSlurmClient()
+    fake.add_partition("p")
+    for index in range(1, nodes + 1):
+        fake.add_node(f"n-{index}", partitions=["p"])
+    return fake
+
+
+async def _submit(acts: SlurmActivities, spec: SlurmJobSpec = SPEC) -> SubmitResult:
+    result: SubmitResult = await ActivityEnvironment().run(
+        acts.submit_placeholder_job, SubmitInput(workflow_id="workload/ns/uid", spec=spec)
+    )
+    return result
+
+
+async def test_an_open_gate_allocates_at_once_and_returns_the_nodes() -> None:
+    fake, index, gate = _fake(), Index(), Gate(open_=True)
+    result = await _submit(SlurmActivities(fake, index, gate), GANG)
+    assert result.nodes == ["n-1", "n-2"] and result.job_id is not None
+    assert fake.calls == ["allocate_job", "get_job"], "no submit, no wait for a scheduler tick"
+    assert gate.asked == [("p", 2)] and gate.in_flight == 0
+    assert [j.job_id for j in index.expected] == [result.job_id] and index.expected[0].is_running
+
+
+async def test_a_refused_allocation_queues_the_job_and_leaves_slurms_failed_record() -> None:
+    fake, index = _fake(nodes=1), Index()
+    await fake.allocate_job(JobDescMsg(name="holder", partition="p", flags=["EXTERNAL_JOB"]))  # the only node
+    fake.calls.clear()
+    result = await _submit(SlurmActivities(fake, index, Gate(open_=True)))
+    assert result.nodes == [] and result.job_id is not None
+    assert fake.calls == ["allocate_job", "submit_job"]
+    states = {j.job_id: j.state for j in (await fake.list_jobs()).jobs}
+    assert states[result.job_id] == "PENDING"
+    assert sorted(states.values()) == ["FAILED", "PENDING", "RUNNING"]
+    assert index.expected[-1].is_pending
+
+
+@pytest.mark.parametrize("gate", [Gate(open_=False), None], ids=["gate-closed", "immediate-allocation-off"])
+async def test_a_closed_gate_or_no_gate_queues_without_asking_slurm_to_allocate(gate: Gate | None) -> None:
+    fake = _fake()
+    result = await _submit(SlurmActivities(fake, Index(), gate))
+    assert fake.calls == ["submit_job"] and result.nodes == []
+
+
+async def test_a_rejection_comes_from_the_queue_path_as_a_result() -> None:
+    fake = _fake()
+    result = await _submit(SlurmActivities(fake, Index(), Gate(open_=True)), SPEC.model_copy(update={"partition": "x"}))
+    assert (result.job_id, result.error_number) == (None, 2000)
+    assert fake.calls == ["allocate_job", "submit_job"]
+
+
+async def test_a_retry_reuses_the_running_job_with_its_nodes() -> None:
+    fake, index = _fake(), Index()
+    acts = SlurmActivities(fake, index, Gate(open_=True))
+    first = await _submit(acts)
+    again = await _submit(acts)
+    assert (again.job_id, again.reused, again.nodes) == (first.job_id, True, first.nodes)
