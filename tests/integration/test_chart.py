@@ -23,6 +23,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from slinky.config import Settings
+
 pytestmark = pytest.mark.integration
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "charts" / "slinky-bridge"
@@ -152,6 +154,15 @@ def test_checksum_follows_the_config() -> None:
     base = checksum({})
     assert checksum({}) == base
     assert checksum({"slurm": {"restUrl": "http://slurm-other:6820"}}) != base
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_immediate_allocation_reaches_the_worker_settings(enabled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = by_kind(render({"slurm": {"immediateAllocation": enabled}}))[("ConfigMap", "slinky-bridge")]["data"]
+    for key, value in config.items():
+        if key.startswith("SLINKY_SLURM__"):
+            monkeypatch.setenv(key, value)
+    assert Settings().slurm.immediate_allocation is enabled
 
 
 def test_selector_replaces_the_namespace_list() -> None:

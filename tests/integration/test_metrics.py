@@ -6,6 +6,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -30,6 +31,16 @@ def sample(text: str, name: str, default: float | None = None) -> float:
     raise AssertionError(f"{name} not exposed")
 
 
+def slurm_is_idle(env: dict[str, str]) -> bool:
+    """No job waits and a node of the bridge's partition is idle: the next bridge job is allocated at once."""
+    headers = {"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": Path(env["SLURM_JWT_FILE"]).read_text().strip()}
+    base = f"{env['SLURM_REST_URL']}/slurm/v0.0.44"
+    jobs = httpx.get(f"{base}/jobs/state", headers=headers, timeout=10).raise_for_status().json()["jobs"]
+    nodes = httpx.get(f"{base}/nodes", headers=headers, timeout=10).raise_for_status().json()["nodes"]
+    idle = [n for n in nodes if wellknown.DEFAULT_PARTITION in n["partitions"] and n["state"][0] == "IDLE"]
+    return bool(idle) and not any("PENDING" in j["state"] for j in jobs)
+
+
 @pytest.fixture
 def namespace(dev_env: dict[str, str]) -> Iterator[str]:
     name = f"metrics-{uuid.uuid4().hex[:6]}"
@@ -41,6 +52,10 @@ def namespace(dev_env: dict[str, str]) -> Iterator[str]:
 
 def test_bridge_metrics_count_real_bindings_and_pass_promtool(dev_env: dict[str, str], namespace: str) -> None:
     port = stack.PORTS.bridge_metrics
+    deadline = time.monotonic() + 60
+    while not slurm_is_idle(dev_env):  # jobs of earlier tests may still wait for nodes
+        assert time.monotonic() < deadline, "Slurm did not become idle within 60 s"
+        time.sleep(0.5)
     first = scrape(port)
     before = sample(first, "slinky_bridge_pods_bound_total")
     seen_before = sample(first, "slinky_bridge_job_submit_to_running_seen_seconds_count")
