@@ -123,6 +123,11 @@ def bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for p in pods if p["spec"].get("nodeName")]
 
 
+def labelled(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Bound pods that carry their job id (a job allocated at once is bound first, labelled right after)."""
+    return [p for p in bound(pods) if wellknown.LABEL_SLURM_JOB_ID in (p["metadata"].get("labels") or {})]
+
+
 def test_seed_nginx_podgroup_runs_as_one_two_node_job(cluster: Cluster, ns: str) -> None:
     """Seed slide scenario: a ReplicaSet of two 3000m nginx pods in a PodGroup is ONE 2-node Slurm job."""
     cluster.apply(pod_group(ns, "nginx", 2))
@@ -146,14 +151,7 @@ spec:
     pods = eventually(lambda: (lambda p: p if len(bound(p)) == 2 else None)(cluster.pods(ns)), 90, "2 pods bound")
     nodes = {p["spec"]["nodeName"] for p in pods}
     assert len(nodes) == 2, "one pod per node"
-    # An immediate allocation binds first and labels right after: wait for the labels.
-    pods = eventually(
-        lambda: (
-            lambda p: p if all(wellknown.LABEL_SLURM_JOB_ID in x["metadata"].get("labels", {}) for x in p) else None
-        )(bound(cluster.pods(ns))),
-        30,
-        "job id labels",
-    )
+    pods = eventually(lambda: (lambda p: p if len(p) == 2 else None)(labelled(cluster.pods(ns))), 30, "job id labels")
     job_ids = {p["metadata"]["labels"][wellknown.LABEL_SLURM_JOB_ID] for p in pods}
     assert len(job_ids) == 1, "both pods carry the same job id"
     [job] = [j for j in cluster.jobs_for(ns) if j["job_state"][0] == "RUNNING"]
@@ -171,7 +169,7 @@ spec:
 
 def test_seed_sleep_podgroup_waits_for_nodes_then_finishes(cluster: Cluster, ns: str) -> None:
     """Seed slide scenario: a PodGroup of two sleep pods waits (Slurm's reason shown) while nodes are busy."""
-    assert cluster.free_nodes() >= 2, "the test needs two free nodes"
+    eventually(lambda: cluster.free_nodes() >= 2, 60, "two free nodes (an earlier test's pods may be leaving)")
     cluster.block_all_but(ns, 0)
     cluster.apply(pod_group(ns, "sleep-pg", 2))
     sleepers = "".join(
@@ -345,7 +343,7 @@ spec: {{replicatedJobs: [{{name: workers, replicas: 1}}, {{name: driver, replica
 
 
 def test_gang_member_deleted_while_pending_cancels_and_resubmits(cluster: Cluster, ns: str) -> None:
-    assert cluster.free_nodes() >= 2, "the test needs two free nodes"
+    eventually(lambda: cluster.free_nodes() >= 2, 60, "two free nodes (an earlier test's pods may be leaving)")
     cluster.apply(pod_group(ns, "pg", 2))
     cluster.block_all_but(ns, 1)
     member = """
@@ -375,9 +373,11 @@ spec:
     cluster.apply(member.format(name="m3", ns=ns, label=wellknown.LABEL_POD_GROUP, scheduler=wellknown.SCHEDULER_NAME))
     cluster.kubectl("delete", "pod", "-n", ns, "blocker-0")
     pods = eventually(
-        lambda: (lambda p: p if {x["metadata"]["name"] for x in bound(p)} >= {"m1", "m3"} else None)(cluster.pods(ns)),
+        lambda: (lambda p: p if {x["metadata"]["name"] for x in labelled(p)} >= {"m1", "m3"} else None)(
+            cluster.pods(ns)
+        ),
         90,
-        "m1 and m3 bound",
+        "m1 and m3 bound and labelled",
     )
     gang = [j for j in cluster.jobs_for(ns) if "/m1" in j["admin_comment"]]
     assert len(gang) == 2, "the first job was cancelled, one new job was submitted"
@@ -386,3 +386,54 @@ spec:
     assert {
         p["metadata"]["labels"][wellknown.LABEL_SLURM_JOB_ID] for p in pods if p["metadata"]["name"] in ("m1", "m3")
     } == {str(running[0]["job_id"])}
+
+
+def test_a_waiting_gang_closes_the_immediate_allocation_gate_for_later_pods(cluster: Cluster, ns: str) -> None:
+    """Nodes are free but a gang job waits: a later single pod is queued behind it (job/submit), never allocated
+    at once past it, and no refused allocation leaves a FAILED record. Slurm alone decides when it starts."""
+    eventually(lambda: cluster.free_nodes() >= 3, 60, "three free nodes (an earlier test's pods may be leaving)")
+    cluster.block_all_but(ns, 2)
+    cluster.apply(pod_group(ns, "big", 3))
+    cluster.apply(
+        "".join(
+            f"""
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: big-{i}, namespace: {ns}, labels: {{"{wellknown.LABEL_POD_GROUP}": big}}}}
+spec:
+  schedulerName: {wellknown.SCHEDULER_NAME}
+  containers: [{{name: c, image: busybox}}]
+"""
+            for i in range(3)
+        )
+    )
+    eventually(
+        lambda: [
+            j
+            for j in cluster.jobs_for(ns)
+            if "/big-0" in j["admin_comment"] and j["job_state"][0] == "PENDING" and j["state_reason"] != "None"
+        ],
+        30,
+        "the 3-node gang job waits for nodes (2 free)",
+    )
+    cluster.apply(f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: solo, namespace: {ns}}}
+spec:
+  schedulerName: {wellknown.SCHEDULER_NAME}
+  containers: [{{name: c, image: busybox}}]
+""")
+    live = ("PENDING", "RUNNING")
+    eventually(
+        lambda: [j for j in cluster.jobs_for(ns) if '/solo"' in j["admin_comment"] and j["job_state"][0] in live],
+        30,
+        "solo's job queued",
+    )
+    # A refused allocation would have left its FAILED record before the queued job.
+    solo = [j for j in cluster.jobs_for(ns) if '/solo"' in j["admin_comment"]]
+    states = [(j["job_id"], j["job_state"][0], j["state_reason"]) for j in solo]
+    assert [state in live for _, state, _ in states] == [True], f"one job, no FAILED record: {states}"
+    gang = [j for j in cluster.jobs_for(ns) if "/big-0" in j["admin_comment"]]
+    assert [j["job_state"][0] for j in gang] == ["PENDING"], "the gang keeps its single queued job"
