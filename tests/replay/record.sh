@@ -6,6 +6,9 @@
 # Three lifecycles in a fresh namespace (labelled so the admission webhook leaves it alone; deleted afterwards):
 # a single pod that runs 2 s, a pod deleted while Running, and a PodGroup gang of two. The gang's second pod is
 # created once the lifecycle waits for it, so the history shows the gathering step.
+# With free nodes these take the immediate-allocation path. The queued_*.json histories are kept from the code
+# before it (job queued, start signal awaited): they guard workflows started by older workers. To record that
+# path again, run the worker with SLINKY_SLURM__IMMEDIATE_ALLOCATION=false and rename the outputs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source .slinky-dev/env

@@ -2,7 +2,9 @@
 
 The histories in ``histories/`` were recorded from the live dev stack by ``record.sh``
 (``temporal workflow show -o json``): a pod that ran to completion, a pod deleted while Running, and a PodGroup
-gang of two (gathered, one job, one member per node, both Succeeded). A code change that alters the commands
+gang of two (gathered, one job, one member per node, both Succeeded); once with immediate allocation (session 4)
+and once, as ``queued_*``, from the earlier code that always queued the job and waited for its start signal: a
+workflow started by an older worker must still replay on the new code. A code change that alters the commands
 the workflow issues for an existing history fails here; guard such a change with ``workflow.patched()``.
 """
 
@@ -38,7 +40,10 @@ def calls(path: Path) -> list[str]:
     found = []
     for event in json.loads(path.read_text())["events"]:
         if event["eventType"] == "EVENT_TYPE_MARKER_RECORDED":
-            data = event["markerRecordedEventAttributes"]["details"]["data"]["payloads"][0]["data"]
+            details = event["markerRecordedEventAttributes"]["details"]
+            if "data" not in details:
+                continue  # a workflow.patched() marker
+            data = details["data"]["payloads"][0]["data"]
             found.append(json.loads(base64.b64decode(data))["activity_type"])
         elif event["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED":
             attributes = event["workflowExecutionSignaledEventAttributes"]
@@ -47,26 +52,37 @@ def calls(path: Path) -> list[str]:
     return found
 
 
+KINDS = ("pod_happy_path", "pod_deleted_while_running", "podgroup_gang_of_two")
+
+
 def test_histories_were_recorded() -> None:
     names = {p.stem for p in HISTORIES}
-    assert names == {"pod_happy_path", "pod_deleted_while_running", "podgroup_gang_of_two"}
+    assert names == {*KINDS, *(f"queued_{kind}" for kind in KINDS)}
 
 
-def test_histories_show_what_their_names_say() -> None:
-    """Recorded from the list-based activities; the gang gathered its second member and bound both."""
-    histories = {p.stem: calls(p) for p in HISTORIES}
+@pytest.mark.parametrize("prefix", ["", "queued_"], ids=["allocated-at-once", "queued"])
+def test_histories_show_what_their_names_say(prefix: str) -> None:
+    """Recorded from the list-based activities; the gang gathered its second member and bound both. The
+    ``queued_`` histories (recorded before immediate allocation) waited for the job's start signal and labelled
+    before binding; the others got their nodes from the submit, bound at once and labelled after."""
+    histories = {kind: calls(HISTORIES[0].parent / f"{prefix}{kind}.json") for kind in KINDS}
     for found in histories.values():
         assert {"build_job_spec", "submit_placeholder_job", "label_pods", "bind_pods", "remove_finalizers"} <= set(
             found
         )
         assert found.index("cancel_job") < found.index("remove_finalizers")
+        if prefix:
+            assert found.index("label_pods") < found.index("job_event:RUNNING") < found.index("bind_pods")
+        else:
+            assert "job_event:RUNNING" not in found
+            assert found.index("submit_placeholder_job") < found.index("bind_pods") < found.index("label_pods")
     deleted = histories["pod_deleted_while_running"]
     assert deleted.index("bind_pods") < deleted.index("pod_event:deleting") < deleted.index("pod_event:gone")
     assert deleted.index("pod_event:gone") < deleted.index("cancel_job")
     gang = histories["podgroup_gang_of_two"]
     assert gang.count("pod_event:added") == 2 and gang.count("submit_placeholder_job") == 1
     assert gang.index("pod_event:added", 1) < gang.index("submit_placeholder_job")
-    assert gang.count("set_group_phase") == 3 and gang.count("pod_event:terminal") == 2
+    assert gang.count("set_group_phase") == (3 if prefix else 2) and gang.count("pod_event:terminal") == 2
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
