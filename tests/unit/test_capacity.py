@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from slinky.clients.slurm import FakeSlurmClient, JobDescMsg, JobWatcher, Node
+from tests.unit.slurm.helpers import fake_cluster
 from workers.capacity import FreeNodes
 
 
@@ -21,10 +22,7 @@ def _node(name: str, *states: str, partition: str = "p") -> Node:
 
 
 async def _setup(nodes: int) -> tuple[FakeSlurmClient, JobWatcher]:
-    fake = FakeSlurmClient()
-    fake.add_partition("p")
-    for index in range(1, nodes + 1):
-        fake.add_node(f"n-{index}", partitions=["p"])
+    fake = fake_cluster(nodes)
     watcher = JobWatcher(fake)
     await watcher.poll_once()
     return fake, watcher

@@ -9,9 +9,10 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.slurm import SlurmActivities
-from slinky.clients.slurm import FakeSlurmClient, JobDescMsg, JobInfo
+from slinky.clients.slurm import JobDescMsg, JobInfo
 from slinky.models.jobspec import SlurmJobSpec
 from slinky.models.workload import SubmitInput, SubmitResult
+from tests.unit.slurm.helpers import fake_cluster
 
 SPEC = SlurmJobSpec(pods=("ns/p",), partition="p", min_nodes=1, max_nodes=1)
 GANG = SlurmJobSpec(pods=("ns/a", "ns/b"), partition="p", min_nodes=2, max_nodes=2)
@@ -49,14 +50,6 @@ class Gate:
         self.in_flight -= node_count
 
 
-def _fake(nodes: int = 2) -> FakeSlurmClient:
-    fake = FakeSlurmClient()
-    fake.add_partition("p")
-    for index in range(1, nodes + 1):
-        fake.add_node(f"n-{index}", partitions=["p"])
-    return fake
-
-
 async def _submit(acts: SlurmActivities, spec: SlurmJobSpec = SPEC) -> SubmitResult:
     result: SubmitResult = await ActivityEnvironment().run(
         acts.submit_placeholder_job, SubmitInput(workflow_id="workload/ns/uid", spec=spec)
@@ -65,7 +58,7 @@ async def _submit(acts: SlurmActivities, spec: SlurmJobSpec = SPEC) -> SubmitRes
 
 
 async def test_an_open_gate_allocates_at_once_and_returns_the_nodes() -> None:
-    fake, index, gate = _fake(), Index(), Gate(open_=True)
+    fake, index, gate = fake_cluster(), Index(), Gate(open_=True)
     result = await _submit(SlurmActivities(fake, index, gate), GANG)
     assert result.nodes == ["n-1", "n-2"] and result.job_id is not None
     assert fake.calls == ["allocate_job", "get_job"], "no submit, no wait for a scheduler tick"
@@ -74,7 +67,7 @@ async def test_an_open_gate_allocates_at_once_and_returns_the_nodes() -> None:
 
 
 async def test_a_refused_allocation_queues_the_job_and_leaves_slurms_failed_record() -> None:
-    fake, index = _fake(nodes=1), Index()
+    fake, index = fake_cluster(nodes=1), Index()
     await fake.allocate_job(JobDescMsg(name="holder", partition="p", flags=["EXTERNAL_JOB"]))  # the only node
     fake.calls.clear()
     result = await _submit(SlurmActivities(fake, index, Gate(open_=True)))
@@ -88,20 +81,20 @@ async def test_a_refused_allocation_queues_the_job_and_leaves_slurms_failed_reco
 
 @pytest.mark.parametrize("gate", [Gate(open_=False), None], ids=["gate-closed", "immediate-allocation-off"])
 async def test_a_closed_gate_or_no_gate_queues_without_asking_slurm_to_allocate(gate: Gate | None) -> None:
-    fake = _fake()
+    fake = fake_cluster()
     result = await _submit(SlurmActivities(fake, Index(), gate))
     assert fake.calls == ["submit_job"] and result.nodes == []
 
 
 async def test_a_rejection_comes_from_the_queue_path_as_a_result() -> None:
-    fake = _fake()
+    fake = fake_cluster()
     result = await _submit(SlurmActivities(fake, Index(), Gate(open_=True)), SPEC.model_copy(update={"partition": "x"}))
     assert (result.job_id, result.error_number) == (None, 2000)
     assert fake.calls == ["allocate_job", "submit_job"]
 
 
 async def test_a_retry_reuses_the_running_job_with_its_nodes() -> None:
-    fake, index = _fake(), Index()
+    fake, index = fake_cluster(), Index()
     acts = SlurmActivities(fake, index, Gate(open_=True))
     first = await _submit(acts)
     again = await _submit(acts)

@@ -1,4 +1,4 @@
-"""Recorded slurmrestd 26.05 answers and a tiny MockTransport router for the Slurm client tests."""
+"""Recorded slurmrestd 26.05 answers, a tiny MockTransport router and a small fake cluster for the Slurm tests."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import httpx
 
 from slinky.clients.slurm.auth import StaticToken
 from slinky.clients.slurm.client import SlurmClient
+from slinky.clients.slurm.fake import FakeSlurmClient
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "slurm"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.secret-token-value.sig"
@@ -57,3 +58,12 @@ def make_client(router: Router, **kwargs: Any) -> SlurmClient:
     kwargs.setdefault("token", StaticToken(TOKEN))
     kwargs.setdefault("retry_backoff_seconds", 0.0)
     return SlurmClient("http://slurmrestd.test", transport=httpx.MockTransport(router), **kwargs)
+
+
+def fake_cluster(nodes: int = 2, partition: str = "p") -> FakeSlurmClient:
+    """A fake Slurm with one partition of ``nodes`` idle nodes named n-1, n-2, ..."""
+    fake = FakeSlurmClient()
+    fake.add_partition(partition)
+    for index in range(1, nodes + 1):
+        fake.add_node(f"n-{index}", partitions=[partition])
+    return fake

@@ -5,19 +5,10 @@ from __future__ import annotations
 import pytest
 
 from slinky.clients.errors import SlurmRejected
-from slinky.clients.slurm.fake import FakeSlurmClient
 from slinky.clients.slurm.models import JobDescMsg
-from tests.unit.slurm.helpers import sample
+from tests.unit.slurm.helpers import fake_cluster, sample
 
 RECORDED = sample("allocate_immediate.json")
-
-
-def _fake(nodes: int = 2) -> FakeSlurmClient:
-    fake = FakeSlurmClient()
-    fake.add_partition("p")
-    for index in range(1, nodes + 1):
-        fake.add_node(f"n-{index}", partitions=["p"])
-    return fake
 
 
 def _job(name: str, nodes: int = 1) -> JobDescMsg:
@@ -45,7 +36,7 @@ def _matches_recording(err: SlurmRejected, case: str) -> None:
 
 
 async def test_free_nodes_give_a_running_job_at_once() -> None:
-    fake = _fake()
+    fake = fake_cluster()
     job_id = await fake.allocate_job(_job("now"))
     job = await fake.get_job(job_id)
     assert job.is_running and job.nodes == "n-1"
@@ -53,7 +44,7 @@ async def test_free_nodes_give_a_running_job_at_once() -> None:
 
 
 async def test_busy_nodes_are_refused_2016_and_leave_a_failed_record() -> None:
-    fake = _fake(nodes=1)
+    fake = fake_cluster(nodes=1)
     await fake.allocate_job(_job("first"))
     with pytest.raises(SlurmRejected) as caught:
         await fake.allocate_job(_job("busy"))
@@ -68,7 +59,7 @@ async def test_busy_nodes_are_refused_2016_and_leave_a_failed_record() -> None:
 
 
 async def test_an_older_pending_job_is_refused_2013_for_priority_even_with_free_nodes() -> None:
-    fake = _fake(nodes=2)
+    fake = fake_cluster(nodes=2)
     await fake.submit_job(_job("big", nodes=2))  # pending: never ticked
     with pytest.raises(SlurmRejected) as caught:
         await fake.allocate_job(_job("behind"))

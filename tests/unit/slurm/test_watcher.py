@@ -8,20 +8,11 @@ import pytest
 
 from slinky.clients.errors import SlurmUnavailable
 from slinky.clients.slurm.client import JobsPage
-from slinky.clients.slurm.fake import FakeSlurmClient
 from slinky.clients.slurm.models import JobDescMsg, JobInfo
 from slinky.clients.slurm.watcher import JobEvent, JobEventType, JobWatcher
-from tests.unit.slurm.helpers import Router, make_client, sample
+from tests.unit.slurm.helpers import Router, fake_cluster, make_client, sample
 
 A, C, F, VAN = JobEventType.ADDED, JobEventType.CHANGED, JobEventType.FINISHED, JobEventType.VANISHED
-
-
-def _fake(nodes: int = 2) -> FakeSlurmClient:
-    fake = FakeSlurmClient()
-    fake.add_partition("p")
-    for index in range(1, nodes + 1):
-        fake.add_node(f"n-{index}", partitions=["p"])
-    return fake
 
 
 def _job(name: str = "j", **kwargs: object) -> JobDescMsg:
@@ -33,7 +24,7 @@ def _kinds(events: list[JobEvent]) -> list[tuple[JobEventType, int]]:
 
 
 async def test_lifecycle_events_added_changed_finished_vanished() -> None:
-    fake = _fake()
+    fake = fake_cluster()
     watcher = JobWatcher(fake)
     assert await watcher.poll_once() == []  # empty cluster, first full list
     job_id = await fake.submit_job(_job())
@@ -52,7 +43,7 @@ async def test_lifecycle_events_added_changed_finished_vanished() -> None:
 
 
 async def test_one_request_per_poll_whatever_the_number_of_jobs_and_subscribers() -> None:
-    fake = _fake(nodes=4)
+    fake = fake_cluster(nodes=4)
     watcher = JobWatcher(fake)
     subs = [watcher.subscribe() for _ in range(50)]
     for index in range(300):
@@ -69,14 +60,14 @@ async def test_one_request_per_poll_whatever_the_number_of_jobs_and_subscribers(
 
 
 async def test_already_finished_job_is_added_then_finished() -> None:
-    fake = _fake()
+    fake = fake_cluster()
     job_id = await fake.submit_job(_job())
     await fake.cancel_job(job_id)
     assert _kinds(await JobWatcher(fake).poll_once()) == [(A, job_id), (F, job_id)]
 
 
 async def test_error_triggers_a_full_resync_that_reports_what_changed_meanwhile() -> None:
-    fake = _fake()
+    fake = fake_cluster()
     watcher = JobWatcher(fake)
     running = await fake.submit_job(_job("r"))
     fake.tick()
@@ -105,7 +96,7 @@ async def test_error_triggers_a_full_resync_that_reports_what_changed_meanwhile(
 
 
 async def test_job_id_reuse_after_a_ctld_crash_is_vanished_then_added() -> None:
-    fake = _fake()
+    fake = fake_cluster()
     watcher = JobWatcher(fake, identity=lambda job: (job.submit_time, job.name, job.admin_comment))
     old = await fake.submit_job(_job("old", admin_comment='{"uid":"a"}'))
     await watcher.poll_once()
@@ -118,7 +109,7 @@ async def test_job_id_reuse_after_a_ctld_crash_is_vanished_then_added() -> None:
 
 
 async def test_default_identity_treats_an_admin_comment_update_as_a_change() -> None:
-    fake = _fake()
+    fake = fake_cluster()
     watcher = JobWatcher(fake)
     job_id = await fake.submit_job(_job("pend", hold=True, admin_comment="a"))
     await watcher.poll_once()
@@ -127,7 +118,7 @@ async def test_default_identity_treats_an_admin_comment_update_as_a_change() -> 
 
 
 async def test_reverted_job_after_crash_is_a_change_not_a_reuse() -> None:
-    fake = _fake()
+    fake = fake_cluster()
     watcher = JobWatcher(fake)
     job_id = await fake.submit_job(_job())
     fake.tick()
@@ -155,7 +146,7 @@ async def test_watcher_over_http_keeps_update_time_when_server_answers_zero() ->
 
 
 async def test_running_loop_serves_iterators_and_callbacks_and_survives_a_bad_callback() -> None:
-    fake = _fake()
+    fake = fake_cluster()
     watcher = JobWatcher(fake, interval_seconds=0.01)
     got: list[JobEvent] = []
 
@@ -182,7 +173,7 @@ async def test_running_loop_serves_iterators_and_callbacks_and_survives_a_bad_ca
 
 
 async def test_running_loop_backs_off_and_resyncs_after_errors() -> None:
-    fake = _fake()
+    fake = fake_cluster()
     watcher = JobWatcher(fake, interval_seconds=0.01, max_backoff_seconds=0.02)
     fake.fail_next("list_jobs", SlurmUnavailable("down"), times=3)
     async with watcher.running():
@@ -193,7 +184,7 @@ async def test_running_loop_backs_off_and_resyncs_after_errors() -> None:
 
 async def test_state_probe_reads_a_job_only_when_it_starts_running() -> None:
     """Probe mode: `jobs/state` per poll; an announced job costs no read; a start costs one read (its nodes)."""
-    fake = _fake()
+    fake = fake_cluster()
     watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=3600)
     assert await watcher.poll_once() == []  # the first poll is a full list
     job_id = await fake.submit_job(_job("announced", comment="mine"))
@@ -224,7 +215,7 @@ async def test_state_probe_reads_unannounced_jobs_and_refreshes_details_by_full_
     while a job is pending, and otherwise every ``idle_full_poll_seconds``."""
     clock = [1000.0]
     monkeypatch.setattr("slinky.clients.slurm.watcher.time.monotonic", lambda: clock[0])
-    fake = _fake(nodes=1)
+    fake = fake_cluster(nodes=1)
     watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=2.0, idle_full_poll_seconds=30.0)
     await watcher.poll_once()
     job_id = await fake.submit_job(_job("stranger"))
@@ -261,7 +252,7 @@ async def test_fast_interval_while_an_announced_job_is_young_and_pending(monkeyp
     and at once when the job starts (or nothing was announced)."""
     clock = [1000.0]
     monkeypatch.setattr("slinky.clients.slurm.watcher.time.monotonic", lambda: clock[0])
-    fake = _fake()
+    fake = fake_cluster()
     watcher = JobWatcher(
         fake, state_probe=True, full_poll_seconds=3600, fast_interval_seconds=0.05, fast_window_seconds=3.0
     )
@@ -296,7 +287,7 @@ async def test_fast_interval_while_an_announced_job_is_young_and_pending(monkeyp
 
 async def test_state_probe_does_not_read_a_job_announced_running() -> None:
     """An immediate allocation is announced with its nodes: its first sighting costs no read."""
-    fake = _fake()
+    fake = fake_cluster()
     watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=3600)
     await watcher.poll_once()
     job_id = await fake.allocate_job(_job("now", comment="mine"))
@@ -309,7 +300,7 @@ async def test_state_probe_does_not_read_a_job_announced_running() -> None:
 
 
 async def test_waiting_jobs_and_running_nodes_follow_the_jobs() -> None:
-    fake = _fake(nodes=1)
+    fake = fake_cluster(nodes=1)
     watcher = JobWatcher(fake)
     first = await fake.submit_job(_job("first"))
     fake.tick()
