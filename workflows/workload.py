@@ -575,8 +575,8 @@ class WorkloadWorkflow:
         self._set_phase(Phase.RUNNING)
         bound = [m for m in members if m.node]
         if self.allocated_at_submit and bound:
-            # Bound before labelled: the finalizer follows the binding by one call. A pod deleted in between
-            # is seen by the pod watcher (and its job by the garbage collector if the worker died too).
+            # Bound before labelled: the finalizer follows the binding by one call. A pod deleted in between is
+            # seen by the pod watcher, or found gone by this step when it runs again after a worker crash.
             wid = workflow.info().workflow_id
             labelled = await self._call(
                 "label_pods", LabelPodsInput(pods=self._refs(bound), job_id=self.job_id, workflow_id=wid), PodsResult
