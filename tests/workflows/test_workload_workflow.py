@@ -146,6 +146,20 @@ async def test_an_immediate_allocation_binds_without_a_start_signal_then_labels(
     assert not fakes.args("set_pod_condition"), "never pending: no Unschedulable condition"
 
 
+async def test_a_pod_deleted_between_binding_and_labelling_ends_the_lifecycle_and_cancels_its_job(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    """Allocated at once and bound, but gone before the label (no finalizer yet): cancel the job, clean up."""
+    fakes.submit = [SubmitResult(job_id=JOB_ID, nodes=["slurm-7"])]
+    fakes.label_gone = {POD.uid}
+    async with run_workload() as handle:
+        assert await handle.result() == "the workload ended"
+    names = fakes.names(skip=EVENTS)
+    assert names == ["build_job_spec", "submit_placeholder_job", "bind_pods", "label_pods", "cancel_job",
+                     "remove_finalizers"]  # fmt: skip
+    assert fakes.args("cancel_job")[0].job_id == JOB_ID
+
+
 async def test_an_immediate_allocation_reported_again_by_the_watcher_binds_once(
     run_workload: Any, fakes: FakeActivities
 ) -> None:
