@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -110,12 +111,14 @@ class SlurmActivities:
         try:
             count = data.spec.min_nodes or 1
             if self.capacity is not None and self.capacity.may_start_now(data.spec.partition, count):
+                started = time.monotonic()
                 with self.capacity.allocating(count):
                     allocated = await self._allocate(msg)
                     if isinstance(allocated, JobInfo):
                         self.index.expect(allocated)
                 if allocated is not None:
                     telemetry.JOB_SUBMITS.labels("allocated").inc()
+                    telemetry.JOB_START_SEEN.observe(time.monotonic() - started)
                     if isinstance(allocated, int):
                         return SubmitResult(job_id=allocated)
                     return SubmitResult(job_id=allocated.job_id, nodes=_running_nodes(allocated))

@@ -78,8 +78,8 @@ JOB_SUBMITS = Counter(
 )
 JOB_START_SEEN = Histogram(
     "slinky_bridge_job_submit_to_running_seen_seconds",
-    "From the bridge's submit of a placeholder job to its job watcher seeing it RUNNING (Slurm's scheduling"
-    " latency plus the poll interval).",
+    "From the bridge's submit of a placeholder job to the bridge knowing it RUNNING: the allocate call for an"
+    " immediate allocation, else until the job watcher sees it (Slurm's scheduling latency plus the poll).",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800),
     registry=REGISTRY,
 )

@@ -100,14 +100,15 @@ class SlurmJobRouter:
         if workflow_id is None:
             return
         vanished = event.type is JobEventType.VANISHED
-        if event.announced_at is not None and event.job.is_running and not vanished:
+        started_by_submit = event.job_id in self._started_by_submit  # observed by the submit already
+        if event.announced_at is not None and event.job.is_running and not vanished and not started_by_submit:
             telemetry.JOB_START_SEEN.observe(event.observed_at - event.announced_at)
         if vanished or event.job.is_finished:
             if self._live.get(workflow_id, event.job).job_id == event.job_id:
                 self._live.pop(workflow_id, None)
         else:
             self._live[workflow_id] = event.job
-        if event.job_id in self._started_by_submit:
+        if started_by_submit:
             self._started_by_submit.discard(event.job_id)
             if event.type is JobEventType.ADDED and event.job.is_running:
                 return  # the submit result told the workflow already: no signal, no workflow task

@@ -108,6 +108,20 @@ async def test_external_job_runs_then_cancel_frees_the_node(slurm: SlurmApi) -> 
     await slurm.cancel_job(job_id)  # cancelling again is fine
 
 
+async def test_immediate_allocation_is_running_on_return(slurm: SlurmApi) -> None:
+    """``job/allocate`` with ``immediate``: no scheduler tick, the job runs when the call returns."""
+    name = _unique("alloc")
+    job_id = await slurm.allocate_job(_external(name, minimum_nodes=1, maximum_nodes=1))
+    try:
+        job = await slurm.get_job(job_id)
+        assert job.is_running and job.nodes and job.is_external
+        assert job.admin_comment == f'{{"pods": ["contract/{name}"]}}'
+    finally:
+        await slurm.cancel_job(job_id)
+    job = await _until(slurm, job_id, lambda j: j.is_finished, timeout=5)
+    assert job.state == "CANCELLED"
+
+
 async def test_gang_job_of_three_nodes(slurm: SlurmApi) -> None:
     job_id = await slurm.submit_job(_external(_unique("gang"), nodes="3", cpus_per_task=8))
     try:

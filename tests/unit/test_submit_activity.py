@@ -9,6 +9,7 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.slurm import SlurmActivities
+from slinky import telemetry
 from slinky.clients.slurm import JobDescMsg, JobInfo
 from slinky.models.jobspec import SlurmJobSpec
 from slinky.models.workload import SubmitInput, SubmitResult
@@ -57,9 +58,17 @@ async def _submit(acts: SlurmActivities, spec: SlurmJobSpec = SPEC) -> SubmitRes
     return result
 
 
+def _count(name: str, **labels: str) -> float:
+    return telemetry.REGISTRY.get_sample_value(name, labels) or 0.0
+
+
 async def test_an_open_gate_allocates_at_once_and_returns_the_nodes() -> None:
     fake, index, gate = fake_cluster(), Index(), Gate(open_=True)
+    seen = _count("slinky_bridge_job_submit_to_running_seen_seconds_count")
+    allocated = _count("slinky_bridge_job_submits_total", outcome="allocated")
     result = await _submit(SlurmActivities(fake, index, gate), GANG)
+    assert _count("slinky_bridge_job_submit_to_running_seen_seconds_count") == seen + 1, "started at the submit"
+    assert _count("slinky_bridge_job_submits_total", outcome="allocated") == allocated + 1
     assert result.nodes == ["n-1", "n-2"] and result.job_id is not None
     assert fake.calls == ["allocate_job", "get_job"], "no submit, no wait for a scheduler tick"
     assert gate.asked == [("p", 2)] and gate.in_flight == 0
