@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections.abc import Collection
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -54,7 +55,7 @@ class Capacity(Protocol):
     """The worker's estimate of free Slurm nodes: ask for an immediate allocation only when it will likely be
     granted, because a refused one leaves a FAILED job record in Slurm (and in its accounting)."""
 
-    def may_start_now(self, partition: str | None, node_count: int) -> bool: ...
+    def may_start_now(self, partition: str | None, node_count: int, excluded: Collection[str] = ()) -> bool: ...
 
     def allocating(self, node_count: int) -> AbstractContextManager[None]: ...
 
@@ -110,7 +111,8 @@ class SlurmActivities:
         msg = JobDescMsg.model_validate(desc)
         try:
             count = data.spec.min_nodes or 1
-            if self.capacity is not None and self.capacity.may_start_now(data.spec.partition, count):
+            spec = data.spec
+            if self.capacity is not None and self.capacity.may_start_now(spec.partition, count, spec.excluded_nodes):
                 started = time.monotonic()
                 with self.capacity.allocating(count):
                     allocated = await self._allocate(msg)

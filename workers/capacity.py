@@ -11,7 +11,7 @@ is refused and the job is queued, so the cost of a wrong guess is one FAILED rec
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Final, Protocol
 
 from slinky.clients.slurm import JobWatcher, Node
@@ -49,8 +49,12 @@ class FreeNodes:
         self._in_flight = 0
         """Nodes asked for by allocations under way in this worker (not yet known to the watcher)."""
 
-    def may_start_now(self, partition: str | None, node_count: int) -> bool:
-        """False while a job waits for nodes (Slurm would refuse for priority) or too few nodes look free."""
+    def may_start_now(self, partition: str | None, node_count: int, excluded: Collection[str] = ()) -> bool:
+        """False while a job waits for nodes (Slurm would refuse for priority) or too few nodes look free.
+
+        ``excluded``: the job's ``excluded_nodes`` (nodes the pod does not fit). Other constraints (features,
+        sizes) are not modelled: a job that needs them may be refused once, then it is queued.
+        """
         if self.watcher.has_waiting_jobs():
             return False
         nodes = self.nodes.slurm_nodes()
@@ -62,6 +66,7 @@ class FreeNodes:
             for node in nodes.values()
             if (partition is None or partition in node.partitions)
             and node.name not in busy
+            and node.name not in excluded
             and not (node.states & UNUSABLE_STATES)
         )
         return free - self._in_flight >= node_count

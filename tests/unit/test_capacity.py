@@ -39,6 +39,7 @@ async def test_free_nodes_are_the_usable_partition_nodes_without_a_running_job()
     assert capacity.may_start_now("p", 2)  # n-1, n-3 (n-2 drained; other-1 elsewhere)
     assert not capacity.may_start_now("p", 3)
     assert capacity.may_start_now(None, 3), "no partition: every usable node counts"
+    assert not capacity.may_start_now("p", 2, excluded=["n-3"]), "the pod does not fit n-3"
     job_id = await fake.allocate_job(_job("a"))
     watcher.expect(await fake.get_job(job_id))  # n-1 is busy from the announcement on
     assert capacity.may_start_now("p", 1) and not capacity.may_start_now("p", 2)

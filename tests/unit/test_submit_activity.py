@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 import pytest
 from temporalio.testing import ActivityEnvironment
@@ -40,7 +40,7 @@ class Gate:
         self.asked: list[tuple[str | None, int]] = []
         self.in_flight = 0
 
-    def may_start_now(self, partition: str | None, node_count: int) -> bool:
+    def may_start_now(self, partition: str | None, node_count: int, excluded: Collection[str] = ()) -> bool:
         self.asked.append((partition, node_count))
         return self.open
 
