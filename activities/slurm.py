@@ -154,7 +154,8 @@ class SlurmActivities:
         """
         try:
             job_id = await self.slurm.allocate_job(msg)
-        except SlurmRejected as err:
+        except (SlurmRejected, SlurmNotFound) as err:
+            # NotFound: a slurmrestd without the job/allocate endpoint (HTTP 404). Queue, as for a refusal.
             if err.error_number not in ALLOCATE_NOT_NOW_NUMBERS:
                 logger.info("immediate allocation refused (%s); queueing the job", err)
             return None

@@ -11,6 +11,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.slurm import SlurmActivities
 from slinky import telemetry
 from slinky.clients.slurm import JobDescMsg, JobInfo
+from slinky.clients.slurm.client import map_error
 from slinky.models.jobspec import SlurmJobSpec
 from slinky.models.workload import SubmitInput, SubmitResult
 from tests.unit.slurm.helpers import fake_cluster
@@ -108,3 +109,11 @@ async def test_a_retry_reuses_the_running_job_with_its_nodes() -> None:
     first = await _submit(acts)
     again = await _submit(acts)
     assert (again.job_id, again.reused, again.nodes) == (first.job_id, True, first.nodes)
+
+
+async def test_a_slurmrestd_without_job_allocate_queues_the_job() -> None:
+    fake = fake_cluster()
+    fake.fail_next("allocate_job", map_error("POST", "/slurm/v0.0.44/job/allocate", 404, []), times=1)
+    result = await _submit(SlurmActivities(fake, Index(), Gate(open_=True)))
+    assert result.job_id is not None and result.nodes == []
+    assert fake.calls == ["allocate_job", "submit_job"]
