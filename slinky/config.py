@@ -76,6 +76,18 @@ class WorkerSettings(BaseModel):
     sandbox: bool = Field(False, description="Run workflows in the Temporal sandbox (slower; see workers/bridge.py).")
 
 
+class LeaderElectionSettings(BaseModel):
+    """Several bridge replicas: one leader at a time, on a coordination.k8s.io Lease (docs/bridge.md)."""
+
+    enabled: bool = Field(False, description="Wait for the Lease before running; off: run at once (one replica).")
+    namespace: str = Field("default", description="Namespace of the Lease (the bridge's own, in the chart).")
+    name: str = Field("slinky-bridge", description="Name of the Lease, one per bridge installation.")
+    identity: str | None = Field(None, description="This replica's name; default: hostname and a random suffix.")
+    lease_seconds: float = Field(15.0, description="How long a silent leader keeps the Lease for the others.")
+    renew_deadline_seconds: float = Field(10.0, description="How long the leader tries to renew before it stops.")
+    retry_seconds: float = Field(2.0, description="Wait between tries, for standbys and for renewals.")
+
+
 class TelemetrySettings(BaseModel):
     """Logging and metrics."""
 
@@ -96,6 +108,7 @@ class Settings(BaseSettings):
     kube: KubeSettings = Field(default_factory=KubeSettings)
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
+    leader_election: LeaderElectionSettings = Field(default_factory=LeaderElectionSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 

@@ -1,9 +1,11 @@
 """The bridge worker process: Temporal worker + pod watcher + Slurm job router + node cache + GC.
 
 One asyncio loop runs them all, so the submit activity reads the router's job index for free and the
-pod watcher can start workflows eagerly on this very worker. Run several replicas for availability:
-workflow IDs derive from pod UIDs and every step is idempotent, so duplicate starts and signals are
-harmless. (The pod watcher and the Slurm poll are then repeated per replica; see docs/bridge.md.)
+pod watcher can start workflows eagerly on this very worker. For availability run several replicas with
+leader election (``SLINKY_LEADER_ELECTION__ENABLED=true``, the chart's default): one leads and runs all of
+this, the others wait for its Lease; the lifecycles live in Temporal, so a new leader picks them up. Without it
+every replica runs everything, which is safe (workflow IDs derive from pod UIDs, every step is idempotent) but
+repeats the watches and polls (docs/bridge.md).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
+import sys
+import uuid
 from datetime import timedelta
 
 from temporalio.client import Client
@@ -25,6 +30,7 @@ from activities.slurm import SlurmActivities
 from slinky import telemetry
 from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
+from slinky.clients.leader import LeaderElector, LeadershipLost
 from slinky.clients.slurm import SlurmClient
 from slinky.config import Settings
 from slinky.models.jobspec import TranslateDefaults
@@ -54,8 +60,61 @@ async def connect_temporal(settings: Settings) -> Client:
     )
 
 
+def default_identity() -> str:
+    """A replica's name for leader election: the pod's hostname and a random suffix (a restart is new)."""
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+
+
 async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
+    """Run the bridge until ``stop``; with leader election, only while this replica leads.
+
+    Raises:
+        LeadershipLost: The lease slipped away while leading. Everything was stopped first; the process
+            should exit (``main`` exits 1), so that it comes back as a standby.
+    """
     stop = stop or asyncio.Event()
+    election = settings.leader_election
+    if not election.enabled:
+        await run_bridge(settings, stop)
+        return
+    async with KubeClient.from_kubeconfig(settings.kube.kubeconfig) as kube:
+        elector = LeaderElector(
+            kube,
+            namespace=election.namespace,
+            name=election.name,
+            identity=election.identity or default_identity(),
+            lease_seconds=election.lease_seconds,
+            renew_deadline_seconds=election.renew_deadline_seconds,
+            retry_seconds=election.retry_seconds,
+        )
+        logger.info("leader election: %s waits for lease %s/%s", elector.identity, election.namespace, election.name)
+        if not await elector.acquire(stop):
+            return
+        lost: list[LeadershipLost] = []
+
+        async def keep_leading() -> None:
+            try:
+                await elector.hold()
+            except LeadershipLost as err:
+                logger.error("leader election: %s; stopping", err)
+                lost.append(err)
+                stop.set()
+
+        keeper = asyncio.create_task(keep_leading(), name="leader-election")
+        try:
+            await run_bridge(settings, stop)
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+            if not lost:
+                await elector.release()
+        if lost:
+            raise lost[0]
+
+
+async def run_bridge(settings: Settings, stop: asyncio.Event) -> None:
+    """Every component of the bridge, in one loop, until ``stop``."""
     temporal = await connect_temporal(settings)
     kube = KubeClient.from_kubeconfig(settings.kube.kubeconfig)
     slurm = SlurmClient.from_settings(settings.slurm)
@@ -133,7 +192,10 @@ def main() -> None:
             loop.add_signal_handler(sig, stop.set)
         await run(settings, stop=stop)
 
-    asyncio.run(_main())
+    try:
+        asyncio.run(_main())
+    except LeadershipLost:
+        sys.exit(1)  # back as a standby after the restart
 
 
 if __name__ == "__main__":

@@ -1,12 +1,20 @@
-"""Driving the local stack from tests: ``slinky ...`` run as a user would, from the working tree."""
+"""Driving the local stack from tests: ``slinky ...`` run as a user would, from the working tree, and the dev
+stack's bridge worker stopped and started around a test."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+from tests.integration.waiting import eventually
+
 REPO = Path(__file__).resolve().parents[2]
+PID_FILE = REPO / ".slinky-dev" / "pids" / "bridge-worker.pid"
 
 
 def slinky(*args: str, timeout: float = 120) -> str:
@@ -19,3 +27,40 @@ def slinky(*args: str, timeout: float = 120) -> str:
         f"slinky {' '.join(args)} exited {out.returncode}:\n{out.stdout[-2000:]}{out.stderr[-2000:]}"
     )
     return out.stdout + out.stderr
+
+
+def worker_pid() -> int:
+    return int(PID_FILE.read_text().split()[0])
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def kill_worker() -> None:
+    pid = worker_pid()
+    assert alive(pid), "the bridge worker is not running"
+    os.kill(pid, signal.SIGKILL)
+    eventually(lambda: not alive(pid), timeout=10, what="bridge worker dead")
+
+
+def restart_worker() -> None:
+    """Start the bridge worker exactly as `slinky dev up` does (it starts only what is missing)."""
+    out = slinky("dev", "up", timeout=90)
+    assert "bridge worker started" in out, out[-2000:]
+    assert alive(worker_pid())
+
+
+@contextlib.contextmanager
+def worker_killed() -> Iterator[None]:
+    """SIGKILL the bridge worker; always restart it, even if the body fails (the stack is shared)."""
+    kill_worker()
+    try:
+        yield
+    finally:
+        if not alive(worker_pid()):
+            restart_worker()

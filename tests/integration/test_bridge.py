@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -41,7 +39,7 @@ from slinky.models.workload import (
     workload_workflow_id,
 )
 from tests.builders import make_pod
-from tests.integration.devstack import REPO, slinky
+from tests.integration.devstack import restart_worker, worker_killed
 from tests.integration.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -49,7 +47,6 @@ pytestmark = pytest.mark.integration
 SA_JOB_ID = SearchAttributeKey.for_int("SlinkySlurmJobId")
 SA_PHASE = SearchAttributeKey.for_keyword("SlinkyPhase")
 
-PID_FILE = REPO / ".slinky-dev" / "pids" / "bridge-worker.pid"
 NODE_PREFIX = "slinky-node-"
 NODES = [f"{NODE_PREFIX}{i}" for i in range(1, 5)]
 """The first dev-stack nodes (there are at least four); ``free_nodes`` looks at all of them."""
@@ -755,43 +752,6 @@ async def test_remove_finalizers_is_idempotent_and_keeps_other_finalizers(
 
 
 # ------------------------------------------------------------------------------------------------ kill -9
-def worker_pid() -> int:
-    return int(PID_FILE.read_text().split()[0])
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def kill_worker() -> None:
-    pid = worker_pid()
-    assert alive(pid), "the bridge worker is not running"
-    os.kill(pid, signal.SIGKILL)
-    eventually(lambda: not alive(pid), timeout=10, what="bridge worker dead")
-
-
-def restart_worker() -> None:
-    """Start the bridge worker exactly as `slinky dev up` does (it starts only what is missing)."""
-    out = slinky("dev", "up", timeout=90)
-    assert "bridge worker started" in out, out[-2000:]
-    assert alive(worker_pid())
-
-
-@contextlib.contextmanager
-def worker_killed() -> Iterator[None]:
-    """SIGKILL the bridge worker; always restart it, even if the body fails (the stack is shared)."""
-    kill_worker()
-    try:
-        yield
-    finally:
-        if not alive(worker_pid()):
-            restart_worker()
-
-
 def assert_one_job_per_workload_and_no_orphans(
     kube: Kube, slurm: Slurm, temporal: Temporal, namespace: str, pods: list[dict[str, Any]]
 ) -> None:

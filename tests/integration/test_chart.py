@@ -71,6 +71,8 @@ def test_render_defaults() -> None:
         ("ServiceAccount", "slinky-bridge"),
         ("ClusterRole", "slinky-bridge"),
         ("ClusterRoleBinding", "slinky-bridge"),
+        ("Role", "slinky-bridge-leader-election"),
+        ("RoleBinding", "slinky-bridge-leader-election"),
         ("ConfigMap", "slinky-bridge"),
         ("Deployment", "slinky-bridge-bridge"),
         ("Secret", "slinky-bridge-webhook-tls"),
@@ -163,6 +165,32 @@ def test_immediate_allocation_reaches_the_worker_settings(enabled: bool, monkeyp
         if key.startswith("SLINKY_SLURM__"):
             monkeypatch.setenv(key, value)
     assert Settings().slurm.immediate_allocation is enabled
+
+
+def test_leader_election_is_on_by_default_with_a_namespaced_lease_role(monkeypatch: pytest.MonkeyPatch) -> None:
+    objs = by_kind(render())
+    role = objs[("Role", "slinky-bridge-leader-election")]
+    assert role["metadata"]["namespace"] == "slinky"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
+    ]
+    binding = objs[("RoleBinding", "slinky-bridge-leader-election")]
+    assert binding["subjects"][0]["name"] == "slinky-bridge"
+    [container] = objs[("Deployment", "slinky-bridge-bridge")]["spec"]["template"]["spec"]["containers"]
+    identity = {e["name"]: e for e in container["env"]}["SLINKY_LEADER_ELECTION__IDENTITY"]
+    assert identity["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    for key, value in objs[("ConfigMap", "slinky-bridge")]["data"].items():
+        if key.startswith("SLINKY_LEADER_ELECTION__"):
+            monkeypatch.setenv(key, value)
+    election = Settings().leader_election
+    assert (election.enabled, election.namespace, election.name) == (True, "slinky", "slinky-bridge")
+    assert (election.lease_seconds, election.renew_deadline_seconds, election.retry_seconds) == (15, 10, 2)
+
+
+def test_leader_election_off_renders_no_lease_role() -> None:
+    objs = by_kind(render({"bridge": {"leaderElection": {"enabled": False}}}))
+    assert ("Role", "slinky-bridge-leader-election") not in objs
+    assert objs[("ConfigMap", "slinky-bridge")]["data"]["SLINKY_LEADER_ELECTION__ENABLED"] == "false"
 
 
 def test_selector_replaces_the_namespace_list() -> None:

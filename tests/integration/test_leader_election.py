@@ -1,0 +1,208 @@
+"""Leader election (``slinky/clients/leader.py``) on the real apiserver's coordination.k8s.io/v1 Leases.
+
+Short durations (lease 2 s, renew deadline 1.2 s, retry 0.2 s) keep the tests quick; the rules are the same as
+with the production defaults (15 / 10 / 2 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from slinky import wellknown
+from slinky.clients.errors import KubeNotFound
+from slinky.clients.kube import KubeClient
+from slinky.clients.leader import LeaderElector, LeadershipLost
+from slinky.dev import stack
+from tests.integration.devstack import REPO, worker_killed
+from tests.integration.waiting import eventually
+
+pytestmark = pytest.mark.integration
+
+NAMESPACE = "default"
+
+
+@pytest.fixture
+async def kube(dev_env: dict[str, str]) -> AsyncIterator[KubeClient]:
+    async with KubeClient.from_kubeconfig(dev_env["KUBECONFIG"]) as client:
+        yield client
+
+
+@pytest.fixture
+async def lease(kube: KubeClient) -> AsyncIterator[str]:
+    name = f"le-test-{uuid.uuid4().hex[:6]}"
+    yield name
+    try:
+        await kube.delete(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{name}")
+    except KubeNotFound:
+        pass
+
+
+def candidate(kube: KubeClient, lease: str, identity: str) -> LeaderElector:
+    return LeaderElector(
+        kube,
+        namespace=NAMESPACE,
+        name=lease,
+        identity=identity,
+        lease_seconds=2.0,
+        renew_deadline_seconds=1.2,
+        retry_seconds=0.2,
+    )
+
+
+async def spec_of(kube: KubeClient, lease: str) -> dict[str, object]:
+    obj = await kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{lease}")
+    spec: dict[str, object] = obj["spec"]
+    return spec
+
+
+async def test_one_leader_while_it_renews_then_a_graceful_handover(kube: KubeClient, lease: str) -> None:
+    a, b = candidate(kube, lease, "a"), candidate(kube, lease, "b")
+    assert await asyncio.wait_for(a.acquire(), 5)
+    renewing = asyncio.create_task(a.hold())
+    waiting = asyncio.create_task(b.acquire())
+    await asyncio.sleep(3.0)  # longer than the lease: only renewals keep b out
+    assert not waiting.done() and not renewing.done()
+    assert (await spec_of(kube, lease))["holderIdentity"] == "a"
+
+    renewing.cancel()
+    await a.release()
+    assert await asyncio.wait_for(waiting, 1.5), "a released: b takes over at its next try, before the lease ends"
+    spec = await spec_of(kube, lease)
+    assert (spec["holderIdentity"], spec["leaseTransitions"]) == ("b", 1)
+
+
+async def test_a_silent_leader_is_replaced_after_the_lease_and_then_steps_down(kube: KubeClient, lease: str) -> None:
+    a, b = candidate(kube, lease, "a"), candidate(kube, lease, "b")
+    assert await a.acquire()
+    # a stops renewing (a frozen or partitioned process): b waits one lease, then takes over.
+    assert await asyncio.wait_for(b.acquire(), 6)
+    assert (await spec_of(kube, lease))["holderIdentity"] == "b"
+    # a wakes up: its next renewal finds b, and it must stop leading.
+    with pytest.raises(LeadershipLost, match="held by b"):
+        await asyncio.wait_for(a.hold(), 5)
+    assert not a.is_leader
+
+
+async def test_racing_candidates_never_both_win(kube: KubeClient, lease: str) -> None:
+    candidates = [candidate(kube, lease, f"c{i}") for i in range(4)]
+    won = await asyncio.gather(*(c._try_acquire_or_renew() for c in candidates))
+    assert sum(won) == 1
+    winner = candidates[won.index(True)]
+    assert (await spec_of(kube, lease))["holderIdentity"] == winner.identity
+
+
+async def test_acquire_returns_false_when_stopped(kube: KubeClient, lease: str) -> None:
+    a, b = candidate(kube, lease, "a"), candidate(kube, lease, "b")
+    assert await a.acquire()
+    renewing = asyncio.create_task(a.hold())
+    stop = asyncio.Event()
+    waiting = asyncio.create_task(b.acquire(stop))
+    await asyncio.sleep(0.5)
+    stop.set()
+    assert await asyncio.wait_for(waiting, 2) is False
+    renewing.cancel()
+
+
+# --------------------------------------------------------------------------- two bridge workers, one leader
+def start_replica(lease: str, identity: str, log: Path) -> subprocess.Popen[bytes]:
+    """A bridge worker as the dev stack starts it, plus leader election (short durations), no metrics port."""
+    env = {k: v for k, v in stack.env_values().items() if k != "PATH"}
+    env.update({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONUNBUFFERED": "1", "HOME": str(Path.home())})
+    env.update(
+        {
+            "SLINKY_LEADER_ELECTION__ENABLED": "true",
+            "SLINKY_LEADER_ELECTION__NAMESPACE": NAMESPACE,
+            "SLINKY_LEADER_ELECTION__NAME": lease,
+            "SLINKY_LEADER_ELECTION__IDENTITY": identity,
+            "SLINKY_LEADER_ELECTION__LEASE_SECONDS": "3",
+            "SLINKY_LEADER_ELECTION__RENEW_DEADLINE_SECONDS": "2",
+            "SLINKY_LEADER_ELECTION__RETRY_SECONDS": "0.5",
+        }
+    )
+    with log.open("wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "workers"], cwd=REPO, env=env, stdout=out, stderr=out)
+
+
+def holder(kubeconfig: str, lease: str) -> str:
+    out = subprocess.run(
+        ["kubectl", "--kubeconfig", kubeconfig, "get", "lease", "-n", NAMESPACE, lease, "-o", "json"],
+        capture_output=True,
+        text=True,
+    )
+    return str(json.loads(out.stdout)["spec"].get("holderIdentity") or "") if out.returncode == 0 else ""
+
+
+def bound_node(kubeconfig: str, namespace: str, name: str) -> str:
+    out = subprocess.run(
+        ["kubectl", "--kubeconfig", kubeconfig, "get", "pod", "-n", namespace, name, "-o", "json"],
+        capture_output=True,
+        text=True,
+    )
+    return str(json.loads(out.stdout)["spec"].get("nodeName") or "") if out.returncode == 0 else ""
+
+
+def create_pod(kubeconfig: str, namespace: str, name: str) -> None:
+    manifest = f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  schedulerName: {wellknown.SCHEDULER_NAME}
+  containers: [{{name: c, image: busybox}}]
+"""
+    kubectl = ["kubectl", "--kubeconfig", kubeconfig]
+    subprocess.run([*kubectl, "apply", "-f", "-"], input=manifest, text=True, check=True, capture_output=True)
+
+
+def test_a_standby_replica_takes_over_when_the_leader_is_killed(
+    dev_env: dict[str, str], lease: str, tmp_path: Path
+) -> None:
+    """Two bridge replicas with leader election: only the leader binds; kill -9 it and the standby leads."""
+    kubeconfig = dev_env["KUBECONFIG"]
+    namespace = f"le-{uuid.uuid4().hex[:6]}"
+    kubectl = ["kubectl", "--kubeconfig", kubeconfig]
+    subprocess.run([*kubectl, "create", "namespace", namespace], check=True, capture_output=True)
+    replicas: list[subprocess.Popen[bytes]] = []
+    try:
+        with worker_killed():  # the dev stack's own worker (no leader election) steps aside meanwhile
+            first = start_replica(lease, "first", tmp_path / "first.log")
+            replicas.append(first)
+            eventually(lambda: holder(kubeconfig, lease) == "first", 30, "the first replica leads")
+            replicas.append(start_replica(lease, "second", tmp_path / "second.log"))
+            create_pod(kubeconfig, namespace, "before")
+            eventually(lambda: bound_node(kubeconfig, namespace, "before"), 30, "bound by the leader")
+            assert holder(kubeconfig, lease) == "first", "the standby never took the lease while the leader renewed"
+
+            first.kill()  # SIGKILL: no release; the standby waits one lease (3 s) and takes over
+            first.wait(10)
+            eventually(lambda: holder(kubeconfig, lease) == "second", 30, "the standby leads")
+            create_pod(kubeconfig, namespace, "after")
+            eventually(lambda: bound_node(kubeconfig, namespace, "after"), 60, "bound by the new leader")
+            subprocess.run([*kubectl, "delete", "pod", "-n", namespace, "before", "after", "--wait=false"], check=True)
+            eventually(
+                lambda: (
+                    not bound_node(kubeconfig, namespace, "before") and not bound_node(kubeconfig, namespace, "after")
+                ),
+                60,
+                "both lifecycles cleaned up by the new leader (finalizers removed, pods gone)",
+            )
+            second = replicas[1]
+            second.send_signal(signal.SIGTERM)  # graceful: it releases the lease
+            assert second.wait(30) == 0
+            assert holder(kubeconfig, lease) == ""
+    finally:
+        for proc in replicas:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        subprocess.run([*kubectl, "delete", "namespace", namespace, "--wait=false"], capture_output=True)
