@@ -164,16 +164,7 @@ class LeaderElector:
             new_spec["acquireTime"] = now
             new_spec["leaseTransitions"] = transitions + 1
         lease["spec"] = new_spec
-        try:
-            written = await self.kube.request("PUT", self.path, body=lease)
-        except KubeConflict:
-            return False  # someone else wrote first: read again at the next try
-        except KubeError as err:
-            logger.warning("leader election: writing the lease failed: %s", err)
-            return False
-        self._remember(written)
-        self.is_leader = True
-        return True
+        return await self._write("PUT", self.path, lease)
 
     async def _create(self, now: str) -> bool:
         lease: Obj = {
@@ -188,12 +179,16 @@ class LeaderElector:
                 "leaseTransitions": 0,
             },
         }
+        return await self._write("POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", lease)
+
+    async def _write(self, method: str, path: str, lease: Obj) -> bool:
+        """Create or replace the lease as its holder; False when another candidate wrote first (409)."""
         try:
-            written = await self.kube.create(f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", lease)
+            written = await self.kube.request(method, path, body=lease)
         except KubeConflict:
-            return False  # another candidate created it first
+            return False  # read again at the next try
         except KubeError as err:
-            logger.warning("leader election: creating the lease failed: %s", err)
+            logger.warning("leader election: writing the lease failed: %s", err)
             return False
         self._remember(written)
         self.is_leader = True

@@ -15,6 +15,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,22 +134,20 @@ def start_replica(lease: str, identity: str, log: Path) -> subprocess.Popen[byte
         return subprocess.Popen([sys.executable, "-m", "workers"], cwd=REPO, env=env, stdout=out, stderr=out)
 
 
-def holder(kubeconfig: str, lease: str) -> str:
+def get_json(kubeconfig: str, *args: str) -> dict[str, Any]:
+    """``kubectl get ARGS -o json``, or {} when the object does not exist."""
     out = subprocess.run(
-        ["kubectl", "--kubeconfig", kubeconfig, "get", "lease", "-n", NAMESPACE, lease, "-o", "json"],
-        capture_output=True,
-        text=True,
+        ["kubectl", "--kubeconfig", kubeconfig, "get", *args, "-o", "json"], capture_output=True, text=True
     )
-    return str(json.loads(out.stdout)["spec"].get("holderIdentity") or "") if out.returncode == 0 else ""
+    return dict(json.loads(out.stdout)) if out.returncode == 0 else {}
+
+
+def holder(kubeconfig: str, lease: str) -> str:
+    return str(get_json(kubeconfig, "lease", "-n", NAMESPACE, lease).get("spec", {}).get("holderIdentity") or "")
 
 
 def bound_node(kubeconfig: str, namespace: str, name: str) -> str:
-    out = subprocess.run(
-        ["kubectl", "--kubeconfig", kubeconfig, "get", "pod", "-n", namespace, name, "-o", "json"],
-        capture_output=True,
-        text=True,
-    )
-    return str(json.loads(out.stdout)["spec"].get("nodeName") or "") if out.returncode == 0 else ""
+    return str(get_json(kubeconfig, "pod", "-n", namespace, name).get("spec", {}).get("nodeName") or "")
 
 
 def create_pod(kubeconfig: str, namespace: str, name: str) -> None:
