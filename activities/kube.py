@@ -354,33 +354,11 @@ class KubeActivities:
         await asyncio.gather(*(self._unfinalize(ref) for ref in data.pods))
 
     async def _unfinalize(self, ref: PodRef) -> None:
-        """Remove our finalizer with a JSON patch that tests the UID and the entry it removes, so a retry never
-        writes. Not ``$deleteFromPrimitiveList``: before Kubernetes 1.23 it ADDS the entry to an absent list
-        (kubernetes#105146), so a repeated removal (a local activity re-run after a failed workflow task)
-        would put the finalizer back. First guess: ours is the only finalizer (no read); else read and retry."""
-        index: int | None = 0
-        for _ in range(5):
-            if index is not None:
-                path = f"/metadata/finalizers/{index}"
-                patch = [
-                    {"op": "test", "path": "/metadata/uid", "value": ref.uid},
-                    {"op": "test", "path": path, "value": wellknown.FINALIZER_SCHEDULER},
-                    {"op": "remove", "path": path},
-                ]
-                try:
-                    await self.kube.patch(pod_path(ref.namespace, ref.name), patch, patch_type="json", decode=False)
-                    return
-                except KubeNotFound:
-                    return
-                except KubeRejected as err:
-                    if err.status_code != 422:  # 422: a test failed (other UID, or the list is not as guessed)
-                        raise
-            pod = await self._get_pod(ref)
-            finalizers = (pod or {}).get("metadata", {}).get("finalizers") or []
-            if wellknown.FINALIZER_SCHEDULER not in finalizers:
-                return  # gone, replaced by a newer pod, or removed already
-            index = finalizers.index(wellknown.FINALIZER_SCHEDULER)
-        raise ApplicationError(f"finalizer of {ref.key} kept changing; retry", type="KubeConflict")
+        """Our finalizer off this pod (the client's UID- and entry-tested removal: a repeat never writes)."""
+        try:
+            await self.kube.remove_finalizer(pod_path(ref.namespace, ref.name), ref.uid, wellknown.FINALIZER_SCHEDULER)
+        except KubeConflict as err:
+            raise ApplicationError(f"finalizer of {ref.key} kept changing; retry", type="KubeConflict") from err
 
     @activity.defn(name="set_group_phase")
     async def set_group_phase(self, data: GroupPhaseInput) -> None:

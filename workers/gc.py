@@ -115,9 +115,8 @@ class GarbageCollector:
                 await self.kube.delete(path, uid=meta["uid"])
                 self.pods_deleted += 1
                 telemetry.GC_ACTIONS.labels("delete_pod").inc()
-            finalizers = [f for f in meta.get("finalizers") or [] if f != wellknown.FINALIZER_SCHEDULER]
-            if finalizers != (meta.get("finalizers") or []):
-                await self.kube.patch(path, {"metadata": {"uid": meta["uid"], "finalizers": finalizers or None}})
+            if wellknown.FINALIZER_SCHEDULER in (meta.get("finalizers") or []):
+                await self.kube.remove_finalizer(path, meta["uid"], wellknown.FINALIZER_SCHEDULER)
         except KubeNotFound:
             return
 

@@ -250,6 +250,46 @@ class KubeClient:
             body["preconditions"] = {"uid": uid}
         return await self.request("DELETE", path, body=body, decode=decode)
 
+    async def remove_finalizer(self, path: str, uid: str, finalizer: str, *, attempts: int = 5) -> bool:
+        """Remove ``finalizer`` from the object at ``path`` if it is the one with ``uid``; True when a write
+        removed it, False when there was nothing to remove (gone, replaced by a newer object, removed already).
+
+        A JSON patch that tests the UID and the exact entry before removing it, so a repeat never writes and a
+        concurrent change of the list is never overwritten. Not ``$deleteFromPrimitiveList``: before Kubernetes
+        1.23 it ADDS the entry to an absent list (kubernetes#105146), so a repeated removal (a local activity
+        run again after a failed workflow task) would put the finalizer back. The first try guesses that ours
+        is the only finalizer (no read); when a test fails the object is read and the removal tried again.
+
+        Raises:
+            KubeConflict: The list kept changing under us for ``attempts`` tries.
+        """
+        index = 0
+        for _ in range(attempts):
+            entry = f"/metadata/finalizers/{index}"
+            patch = [
+                {"op": "test", "path": "/metadata/uid", "value": uid},
+                {"op": "test", "path": entry, "value": finalizer},
+                {"op": "remove", "path": entry},
+            ]
+            try:
+                await self.patch(path, patch, patch_type="json", decode=False)
+                return True
+            except KubeNotFound:
+                return False
+            except KubeRejected as err:
+                if err.status_code != 422:  # 422: a test failed (another UID, or the list is not as guessed)
+                    raise
+            try:
+                obj = await self.get(path)
+            except KubeNotFound:
+                return False
+            meta = obj.get("metadata") or {}
+            finalizers = meta.get("finalizers") or []
+            if meta.get("uid") != uid or finalizer not in finalizers:
+                return False
+            index = finalizers.index(finalizer)
+        raise KubeConflict(f"PATCH {path}: finalizer {finalizer} kept moving", status_code=409)
+
     async def watch(self, path: str, params: Mapping[str, Any] | None = None) -> AsyncIterator[Obj]:
         """Yield watch events (``{"type": ..., "object": ...}``) until the server closes the stream.
 

@@ -95,3 +95,67 @@ async def test_list_watch_pages_resumes_and_relists(monkeypatch: pytest.MonkeyPa
         "watch@12",  # dropped: resumed without a list; a bookmark only moves the resourceVersion
         "watch@13",
     ]
+
+
+# --- remove_finalizer: a JSON patch that tests before it removes ------------------------------------------
+OURS = "slinky.slurm.net/scheduler"
+
+
+class _OnePod:
+    """An API server holding one pod; applies JSON patches with ``test`` and ``remove`` as the real one does."""
+
+    def __init__(self, uid: str, finalizers: list[str]) -> None:
+        self.pod: dict[str, object] | None = {"metadata": {"uid": uid, "finalizers": list(finalizers)}}
+        self.calls: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.calls.append(request.method)
+        if self.pod is None:
+            return httpx.Response(404, json={"kind": "Status", "reason": "NotFound"})
+        meta = self.pod["metadata"]
+        assert isinstance(meta, dict)
+        if request.method == "GET":
+            return httpx.Response(200, json=self.pod)
+        for op in json.loads(request.content):
+            parts = op["path"].strip("/").split("/")
+            value = meta["uid"] if parts[-1] == "uid" else None
+            if parts[1] == "finalizers":
+                index = int(parts[2])
+                value = meta["finalizers"][index] if index < len(meta["finalizers"]) else None
+            if op["op"] == "test" and value != op["value"]:
+                return httpx.Response(422, json={"kind": "Status", "reason": "Invalid"})
+            if op["op"] == "remove":
+                del meta["finalizers"][index]
+        return httpx.Response(200, json=self.pod)
+
+
+def _client(server: _OnePod) -> KubeClient:
+    return KubeClient(KubeConfig(server="https://kube.test", ssl_context=False), transport=httpx.MockTransport(server))
+
+
+@pytest.mark.parametrize(
+    ("finalizers", "uid", "removed", "left", "calls"),
+    [
+        ([OURS], "u1", True, [], ["PATCH"]),  # the common case: one write, no read
+        (["other", OURS], "u1", True, ["other"], ["PATCH", "GET", "PATCH"]),  # another one first: read, retry
+        (["other"], "u1", False, ["other"], ["PATCH", "GET"]),  # removed already: a repeat never writes
+        ([OURS], "u2", False, [OURS], ["PATCH", "GET"]),  # a newer pod under the same name keeps its own
+    ],
+    ids=["only-ours", "after-another", "repeat", "other-uid"],
+)
+async def test_remove_finalizer_tests_before_it_removes(
+    finalizers: list[str], uid: str, removed: bool, left: list[str], calls: list[str]
+) -> None:
+    server = _OnePod("u1", finalizers)
+    async with _client(server) as kube:
+        assert await kube.remove_finalizer("/api/v1/namespaces/ns/pods/p", uid, OURS) is removed
+    assert server.pod is not None and server.pod["metadata"]["finalizers"] == left  # type: ignore[index]
+    assert server.calls == calls
+
+
+async def test_remove_finalizer_of_a_deleted_pod_is_nothing_to_do() -> None:
+    server = _OnePod("u1", [OURS])
+    server.pod = None
+    async with _client(server) as kube:
+        assert await kube.remove_finalizer("/api/v1/namespaces/ns/pods/p", "u1", OURS) is False
+    assert server.calls == ["PATCH"]
