@@ -71,8 +71,6 @@ class SlurmJobRouter:
         )
         self.temporal = temporal
         self._live: dict[str, JobInfo] = {}
-        self._started_by_submit: set[int] = set()
-        """Jobs announced RUNNING (immediate allocations): their workflow has the nodes from the submit."""
         self._sem = asyncio.Semaphore(SIGNAL_CONCURRENCY)
         self._tasks: set[asyncio.Task[None]] = set()
         self.signals_sent = 0
@@ -90,8 +88,6 @@ class SlurmJobRouter:
         workflow_id = workflow_id_from_job_comment(job.comment)
         if workflow_id is not None:
             self._live[workflow_id] = job
-        if job.is_running:
-            self._started_by_submit.add(job.job_id)
         self.watcher.expect(job)
 
     # Routing ----------------------------------------------------------------------------------------
@@ -100,7 +96,8 @@ class SlurmJobRouter:
         if workflow_id is None:
             return
         vanished = event.type is JobEventType.VANISHED
-        started_by_submit = event.job_id in self._started_by_submit  # observed by the submit already
+        # An immediate allocation: the submit timed its start and handed the workflow its nodes.
+        started_by_submit = event.announced is not None and event.announced.is_running
         if event.announced_at is not None and event.job.is_running and not vanished and not started_by_submit:
             telemetry.JOB_START_SEEN.observe(event.observed_at - event.announced_at)
         if vanished or event.job.is_finished:
@@ -108,10 +105,8 @@ class SlurmJobRouter:
                 self._live.pop(workflow_id, None)
         else:
             self._live[workflow_id] = event.job
-        if started_by_submit:
-            self._started_by_submit.discard(event.job_id)
-            if event.type is JobEventType.ADDED and event.job.is_running:
-                return  # the submit result told the workflow already: no signal, no workflow task
+        if started_by_submit and event.type is JobEventType.ADDED and event.job.is_running:
+            return  # the submit result told the workflow already: no signal, no workflow task
         if is_news(event):
             task = asyncio.create_task(self._signal(workflow_id, job_event_of(event.job, vanished=vanished)))
             self._tasks.add(task)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
@@ -69,6 +68,8 @@ class JobEvent:
         observed_at: ``time.monotonic()`` when the poll that saw it returned.
         announced_at: ``time.monotonic()`` of :meth:`JobWatcher.expect` for a job this process submitted,
             on its events up to and including the first one that is no longer PENDING; else None.
+        announced: The job as :meth:`JobWatcher.expect` announced it, on the same events (RUNNING for an
+            immediate allocation, whose submitter knows its nodes already); else None.
     """
 
     type: JobEventType
@@ -77,6 +78,7 @@ class JobEvent:
     previous: JobInfo | None = None
     observed_at: float = 0.0
     announced_at: float | None = None
+    announced: JobInfo | None = None
 
 
 def default_identity(job: JobInfo) -> Hashable:
@@ -183,6 +185,9 @@ class JobWatcher:
         self.fast_window_seconds = fast_window_seconds
         self._announced: dict[int, tuple[JobInfo, float]] = {}
         """Jobs announced by expect(): what was submitted and when; kept until seen no longer pending."""
+        self._version = 0
+        """Bumped whenever the jobs or the announcements change: the derived views below are cached by it."""
+        self._view: tuple[int, bool, frozenset[str]] | None = None
         self._last_full = 0.0
         self.details_read = 0
         self._jobs: dict[int, JobInfo] = {}
@@ -225,20 +230,27 @@ class JobWatcher:
 
     def has_waiting_jobs(self) -> bool:
         """Whether a job, as last seen or just announced, is pending only for nodes (``WAITING_REASONS``)."""
-        jobs = itertools.chain(self._jobs.values(), (job for job, _ in self._announced.values()))
-        return any(job.is_pending and job.state_reason in wellknown.WAITING_REASONS for job in jobs)
+        return self._derived()[1]
 
-    def running_nodes(self) -> set[str]:
+    def running_nodes(self) -> frozenset[str]:
         """The nodes of every job seen (or announced) RUNNING: busy until the watcher sees the job end."""
-        jobs = itertools.chain(self._jobs.values(), (job for job, _ in self._announced.values()))
-        return {node for job in jobs if job.is_running for node in hostlist.expand(job.nodes)}
+        return self._derived()[2]
+
+    def _derived(self) -> tuple[int, bool, frozenset[str]]:
+        """Both views, computed once per change (the submit asks per workload; jobs change per poll)."""
+        if self._view is None or self._view[0] != self._version:
+            jobs = [*self._jobs.values(), *(job for job, _ in self._announced.values())]
+            waiting = any(job.is_pending and job.state_reason in wellknown.WAITING_REASONS for job in jobs)
+            busy = frozenset(node for job in jobs if job.is_running for node in hostlist.expand(job.nodes))
+            self._view = (self._version, waiting, busy)
+        return self._view
 
     def expect(self, job: JobInfo) -> None:
         """Announce a job this process just submitted: in state-probe mode its first sighting needs no extra
         read (its name, comments and limits are known; the probe supplies its state), the poll runs at
         ``fast_interval_seconds`` while it is young and pending, and its events carry ``announced_at``."""
-        now = time.monotonic()
-        self._announced[job.job_id] = (job, now)
+        self._announced[job.job_id] = (job, time.monotonic())
+        self._version += 1
 
     def current_interval(self) -> float:
         """The wait before the next poll: ``fast_interval_seconds`` while a job announced by :meth:`expect`
@@ -246,7 +258,9 @@ class JobWatcher:
         waits to be bound), else ``interval_seconds``."""
         if self.fast_interval_seconds is not None:
             now = time.monotonic()
-            if any(now - since <= self.fast_window_seconds for _, since in self._announced.values()):
+            if any(
+                job.is_pending and now - since <= self.fast_window_seconds for job, since in self._announced.values()
+            ):
                 return self.fast_interval_seconds
         return self.interval_seconds
 
@@ -288,6 +302,7 @@ class JobWatcher:
         self._last_full = now
         # An announced job no poll has seen (cancelled at once) is forgotten after HINT_SECONDS.
         self._announced = {k: v for k, v in self._announced.items() if k in self._jobs or now - v[1] < HINT_SECONDS}
+        self._version += 1
         if page.changed and page.last_update is not None:
             self._last_update = page.last_update
         if not page.changed:
@@ -383,10 +398,11 @@ class JobWatcher:
             return event
         if event.type is JobEventType.VANISHED or not event.job.is_pending:
             del self._announced[event.job_id]
-        return replace(event, announced_at=announced[1])
+        return replace(event, announced_at=announced[1], announced=announced[0])
 
     async def _deliver(self, events: list[JobEvent]) -> list[JobEvent]:
         """Fan the events out to every subscriber and callback, in order; return them as delivered."""
+        self._version += 1
         events = [self._with_announcement(event) for event in events]
         for event in events:
             for subscription in list(self._subscriptions):

@@ -273,6 +273,10 @@ async def test_fast_interval_while_an_announced_job_is_young_and_pending(monkeyp
     await fake.cancel_job(first)
     assert [e.announced_at for e in await watcher.poll_once()] == [None], "only up to the first non-pending event"
 
+    allocated = await fake.allocate_job(_job("allocated", comment="mine"))
+    watcher.expect(await fake.get_job(allocated))
+    assert watcher.current_interval() == 0.25, "an immediate allocation has nothing to wait for: no fast polls"
+
     second = await fake.submit_job(_job("second", comment="mine", minimum_nodes=10_000))  # cannot start
     watcher.expect(JobInfo(job_id=second, name="second", job_state=["PENDING"], comment="mine"))
     await watcher.poll_once()
@@ -296,6 +300,7 @@ async def test_state_probe_does_not_read_a_job_announced_running() -> None:
     fake.calls.clear()
     [added] = await watcher.poll_once()
     assert (added.type, added.job.nodes, added.announced_at is not None) == (A, "n-1", True)
+    assert added.announced is not None and added.announced.is_running, "the router knows the submitter has it"
     assert fake.calls == ["job_states"]
 
 
