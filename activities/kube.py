@@ -11,6 +11,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Protocol
 
 from temporalio import activity
@@ -47,7 +48,7 @@ class NodeView(Protocol):
 
     def kube_nodes(self) -> Sequence[Mapping[str, Any]]: ...
 
-    def slurm_node_names(self) -> set[str] | None: ...
+    def slurm_node_names(self) -> AbstractSet[str] | None: ...
 
     def kube_node_for(self, slurm_node: str) -> str | None: ...
 

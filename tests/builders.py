@@ -290,3 +290,20 @@ def make_node(
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
         },
     }
+
+
+class StaticNodes:
+    """An ``activities.kube.NodeView`` with no Kubernetes nodes and no Slurm node list; every Slurm node maps
+    to ``kube_node`` (None: to no Kubernetes node)."""
+
+    def __init__(self, kube_node: str | None = None) -> None:
+        self.kube_node = kube_node
+
+    def kube_nodes(self) -> list[dict[str, Any]]:
+        return []
+
+    def slurm_node_names(self) -> None:
+        return None
+
+    def kube_node_for(self, slurm_node: str) -> str | None:
+        return self.kube_node

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from slinky import wellknown
@@ -27,7 +28,6 @@ class NodeCache:
         self.slurm = slurm
         self.slurm_refresh_seconds = slurm_refresh_seconds
         self._nodes: dict[str, dict[str, Any]] = {}
-        self._slurm_names: set[str] | None = None
         self._slurm_nodes: dict[str, Node] | None = None
         self._by_slurm_name: dict[str, str] = {}
         self.synced = asyncio.Event()
@@ -35,8 +35,8 @@ class NodeCache:
     def kube_nodes(self) -> Sequence[Mapping[str, Any]]:
         return list(self._nodes.values())
 
-    def slurm_node_names(self) -> set[str] | None:
-        return self._slurm_names
+    def slurm_node_names(self) -> AbstractSet[str] | None:
+        return None if self._slurm_nodes is None else self._slurm_nodes.keys()
 
     def slurm_nodes(self) -> Mapping[str, Node] | None:
         """Slurm's nodes as of the last refresh (partitions, drain and down flags), or None before it."""
@@ -72,9 +72,7 @@ class NodeCache:
     async def _refresh_slurm(self) -> None:
         while True:
             try:
-                nodes = await self.slurm.list_nodes()
-                self._slurm_nodes = {n.name: n for n in nodes}
-                self._slurm_names = set(self._slurm_nodes)
+                self._slurm_nodes = {n.name: n for n in await self.slurm.list_nodes()}
             except SlurmError as err:
                 logger.warning("slurm node refresh failed: %s", type(err).__name__)
             await asyncio.sleep(self.slurm_refresh_seconds)

@@ -38,7 +38,7 @@ from slinky.models.workload import (
     job_comment_for,
     workload_workflow_id,
 )
-from tests.builders import make_pod
+from tests.builders import StaticNodes, make_pod
 from tests.integration.devstack import restart_worker, worker_killed
 from tests.integration.waiting import eventually
 
@@ -657,19 +657,6 @@ def test_bad_annotations_refused_at_admission(
     assert slurm.jobs_of_pod(ns, "refused") == []
 
 
-class _OneNode:
-    """A NodeView for calling the bind activity directly: every Slurm node is ``slinky-node-1``."""
-
-    def kube_nodes(self) -> list[dict[str, Any]]:
-        return []
-
-    def slurm_node_names(self) -> set[str] | None:
-        return None
-
-    def kube_node_for(self, slurm_node: str) -> str | None:
-        return NODES[0]
-
-
 async def _bind_one(acts: KubeActivities, ref: PodRef) -> bool:
     """Bind ``ref`` through the bind activity; True when it reports the pod gone."""
     binding = models.PodBinding(pod=ref, slurm_node=NODES[0])
@@ -693,7 +680,7 @@ async def test_bind_of_a_pod_deleted_after_it_was_read_reports_it_gone(
     eventually(lambda: (kube.pod(ns, "racer") or {}).get("metadata", {}).get("deletionTimestamp"), timeout=10)
 
     kube_client = KubeClient.from_kubeconfig(dev_env["KUBECONFIG"])
-    acts = KubeActivities(kube_client, _OneNode())
+    acts = KubeActivities(kube_client, StaticNodes(NODES[0]))
     reads = 0
     real_get = acts._get_pod
 
@@ -732,7 +719,7 @@ async def test_remove_finalizers_is_idempotent_and_keeps_other_finalizers(
     stale = PodRef(namespace=ns, name="solo-fin", uid="00000000-0000-0000-0000-000000000000")
 
     kube_client = KubeClient.from_kubeconfig(dev_env["KUBECONFIG"])
-    acts = KubeActivities(kube_client, _OneNode())
+    acts = KubeActivities(kube_client, StaticNodes(NODES[0]))
     try:
         for _ in range(2):  # on 1.20 the old strategic patch toggled: removed, then added back
             await acts.remove_finalizers(models.PodsInput(pods=refs))

@@ -14,7 +14,7 @@ from slinky import wellknown
 from slinky.clients.kube import KubeClient, KubeConfig
 from slinky.models.jobspec import TranslateDefaults
 from slinky.models.workload import BuildSpecInput, PodRef
-from tests.builders import make_pod
+from tests.builders import StaticNodes, make_pod
 from workers.pod_watcher import PodWatcher
 
 
@@ -24,17 +24,6 @@ class _Temporal:
 
     async def start_workflow(self, *args: Any, **kwargs: Any) -> None:
         self.started.append(kwargs["id"])
-
-
-class _Nodes:
-    def kube_nodes(self) -> list[dict[str, Any]]:
-        return []
-
-    def slurm_node_names(self) -> set[str] | None:
-        return None
-
-    def kube_node_for(self, slurm_node: str) -> str | None:
-        return None
 
 
 def _kube(requests: list[str]) -> KubeClient:
@@ -84,7 +73,7 @@ async def test_translation_reads_the_cache_and_falls_back_to_the_api_server() ->
     watcher = _watcher(kube)
     pod = make_pod("p", uid="u1", cpu="2")
     watcher.observe("ADDED", pod)
-    acts = KubeActivities(kube, _Nodes(), pods=watcher)
+    acts = KubeActivities(kube, StaticNodes(), pods=watcher)
     ref = PodRef(namespace=pod["metadata"]["namespace"], name="p", uid="u1")
     result = await acts.build_job_spec(BuildSpecInput(pods=[ref], defaults=TranslateDefaults(partition="x")))
     assert result.spec is not None and result.spec.cpus_per_task == 2
