@@ -682,31 +682,34 @@ class WorkloadWorkflow:
     async def _end_by_lost_allocation(self) -> str:
         """The pods run on nodes the job no longer holds: delete them, then cancel the job and clean up."""
         assert self.job is not None
-        self.step = "delete_pods"
-        alive = [m for m in self._in_job() if not m.stopped]
-        await self._event(
+        where = ", ".join(self.job.nodes) or "no node"
+        return await self._delete_members_and_clean_up(
             REASON_ALLOCATION_LOST,
-            f"Slurm job {self.job_id} lost its allocation ({self.job.state} on {', '.join(self.job.nodes) or 'no node'}"
-            f" after running on {', '.join(self.allocation)}); deleting the pod",
-            "Warning",
-            alive,
+            f"Slurm job {self.job_id} lost its allocation ({self.job.state} on {where} after running on"
+            f" {', '.join(self.allocation)}); deleting the pod",
+            "the Slurm job lost its allocation",
         )
-        if alive:
-            await self._do("delete_pods", DeletePodsInput(pods=self._refs(alive)))
-        await self._group_phase(GROUP_FAILED)
-        return await self._cleanup("the Slurm job lost its allocation")
 
     async def _end_by_job(self) -> str:
         """The Slurm job ended first (cancelled, preempted, timed out, vanished): delete the pods."""
         assert self.job is not None
         state = self.job.state
+        return await self._delete_members_and_clean_up(
+            REASON_JOB_ENDED,
+            f"Slurm job {self.job_id} is {state}; deleting the pod",
+            f"the Slurm job ended ({state})",
+            cancel=False,
+        )
+
+    async def _delete_members_and_clean_up(self, reason: str, message: str, why: str, *, cancel: bool = True) -> str:
+        """Slurm took the allocation away: tell the members (Warning), delete them, fail the group, clean up."""
         self.step = "delete_pods"
         alive = [m for m in self._in_job() if not m.stopped]
-        await self._event(REASON_JOB_ENDED, f"Slurm job {self.job_id} is {state}; deleting the pod", "Warning", alive)
+        await self._event(reason, message, "Warning", alive)
         if alive:
             await self._do("delete_pods", DeletePodsInput(pods=self._refs(alive)))
         await self._group_phase(GROUP_FAILED)
-        return await self._cleanup(f"the Slurm job ended ({state})", cancel=False)
+        return await self._cleanup(why, cancel=cancel)
 
     async def _await_gone(self) -> None:
         """Wait until every member really stopped (deleted, terminal, or its node confirmed), bounded."""
