@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 from slinky import pods, wellknown
 from slinky.clients.errors import KubeConflict, KubeNotFound, KubeRejected, KubeUnavailable
 from slinky.clients.events import MESSAGE_LIMIT, EventRecorder, pod_event
-from slinky.clients.kube import KubeClient, Obj, pod_path
+from slinky.clients.kube import KubeClient, Obj, pod_path, rfc3339
 from slinky.grouping import KIND_LWS, GroupRef
 from slinky.models.workload import (
     BindPodsInput,
@@ -57,10 +57,6 @@ class PodCache(Protocol):
     """Pods the worker's pod watcher holds while they wait for a node (its latest watch event of each)."""
 
     def pending_pod(self, uid: str) -> Mapping[str, Any] | None: ...
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _retryable(err: KubeUnavailable) -> ApplicationError:
@@ -294,7 +290,7 @@ class KubeActivities:
             "status": "False",
             "reason": data.reason,
             "message": data.message[:MESSAGE_LIMIT],
-            "lastTransitionTime": _now(),
+            "lastTransitionTime": rfc3339(),
         }
 
         async def one(ref: PodRef) -> None:

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 from typing import Any, Final
 
 from slinky import telemetry
 from slinky.clients.errors import KubeError, KubeUnavailable
-from slinky.clients.kube import KubeClient, Obj
+from slinky.clients.kube import KubeClient, Obj, rfc3339
 
 logger = logging.getLogger(__name__)
 COMPONENT: Final = "slurm-bridge"
@@ -30,7 +29,7 @@ MESSAGE_LIMIT: Final = 1024
 
 def pod_event(namespace: str, name: str, uid: str, reason: str, message: str, type_: str = "Normal") -> Obj:
     """A core/v1 Event about one pod, from the bridge (message cut to ``MESSAGE_LIMIT``)."""
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = rfc3339()
     return {
         "apiVersion": "v1",
         "kind": "Event",

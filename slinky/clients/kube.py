@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import datetime as dt
 import json
 import logging
 import os
@@ -152,6 +153,20 @@ def _retry_after(resp: httpx.Response) -> float | None:
         return max(0.0, float(resp.headers["Retry-After"]))
     except (KeyError, ValueError):
         return None
+
+
+def rfc3339(t: float | None = None) -> str:
+    """Kubernetes ``Time`` (Events, conditions): RFC 3339 in UTC with second precision; now by default."""
+    return _utc(t).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def micro_time(t: float | None = None) -> str:
+    """Kubernetes ``MicroTime`` (Lease acquire and renew times): microsecond precision, required by the schema."""
+    return _utc(t).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _utc(t: float | None) -> dt.datetime:
+    return dt.datetime.now(dt.UTC) if t is None else dt.datetime.fromtimestamp(t, dt.UTC)
 
 
 def pod_path(namespace: str, name: str | None = None, sub: str | None = None) -> str:

@@ -21,13 +21,13 @@ The rules are client-go's:
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
+import contextlib
 import logging
 import time
 from typing import Any
 
 from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound
-from slinky.clients.kube import KubeClient
+from slinky.clients.kube import KubeClient, micro_time
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +36,6 @@ Obj = dict[str, Any]
 
 class LeadershipLost(Exception):
     """The lease could not be renewed in time, or another candidate holds it now."""
-
-
-def _now_micro() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -87,17 +83,13 @@ class LeaderElector:
 
     async def acquire(self, stop: asyncio.Event | None = None) -> bool:
         """Wait until this candidate holds the lease (True), or until ``stop`` is set (False)."""
-        while not (stop is not None and stop.is_set()):
+        stop = stop or asyncio.Event()
+        while not stop.is_set():
             if await self._try_acquire_or_renew():
                 logger.info("leader election: %s now holds lease %s/%s", self.identity, self.namespace, self.name)
                 return True
-            if stop is None:
-                await asyncio.sleep(self.retry_seconds)
-            else:
-                try:
-                    await asyncio.wait_for(stop.wait(), timeout=self.retry_seconds)
-                except TimeoutError:
-                    pass
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.retry_seconds)
         return False
 
     async def hold(self) -> None:
@@ -127,7 +119,7 @@ class LeaderElector:
             spec = lease.get("spec") or {}
             if spec.get("holderIdentity") != self.identity:
                 return
-            lease["spec"] = {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": _now_micro()}
+            lease["spec"] = {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": micro_time()}
             await self.kube.request("PUT", self.path, body=lease)
             logger.info("leader election: %s released lease %s/%s", self.identity, self.namespace, self.name)
         except KubeError as err:
@@ -135,7 +127,7 @@ class LeaderElector:
 
     async def _try_acquire_or_renew(self) -> bool:
         """One read and at most one write; True when this candidate holds the lease afterwards."""
-        now = _now_micro()
+        now = micro_time()
         try:
             lease = await self.kube.get(self.path)
         except KubeNotFound:

@@ -37,7 +37,7 @@ from typing import Any, Final
 
 from slinky import wellknown
 from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeUnavailable
-from slinky.clients.kube import KubeClient, load_kubeconfig
+from slinky.clients.kube import KubeClient, load_kubeconfig, micro_time, rfc3339
 
 log = logging.getLogger("slinky.dev.node_agent")  # not __main__ under python -m
 
@@ -72,16 +72,6 @@ class NodeShape:
     pods: int = 110
     gpus: int = 0
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
-
-
-def rfc3339(t: float) -> str:
-    """Kubernetes ``Time``: RFC 3339 in UTC with second precision."""
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def micro_time(t: float) -> str:
-    """Kubernetes ``MicroTime`` (Lease renewTime): microsecond precision, required by the schema."""
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_time(value: str | None) -> float | None:
