@@ -11,6 +11,11 @@ capacity estimate says it will be granted (no job waits for nodes, and enough no
 then RUNNING in milliseconds instead of at slurmctld's next scheduler tick (about 0.4 s tuned, 3 s by
 default). Slurm still decides: it refuses when the nodes are busy or a higher-priority job waits, and the
 job is then queued with ``job/submit`` as before (docs/bridge.md, "Immediate allocation").
+
+Identity: job ids are reused after a slurmctld crash (slurm.md §9), so no verb acts on an id alone. Every
+:class:`JobRef` names the owning workflow and its submission number, the pair the bridge writes in the job's
+``comment``; cancel, update and read check it on a fresh read first, and a job that is someone else's is "my job
+is gone", never "cancel it" (docs/bridge.md, "Job identity").
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from slinky import hostlist, telemetry
-from slinky.clients.errors import SlurmNotFound, SlurmRejected, SlurmUnavailable
+from slinky.clients.errors import SlurmError, SlurmNotFound, SlurmRejected, SlurmUnavailable
 from slinky.clients.slurm import ALLOCATE_NOT_NOW_NUMBERS, JobDescMsg, JobInfo, SlurmApi
 from slinky.models.workload import (
     JobEvent,
@@ -36,6 +41,8 @@ from slinky.models.workload import (
     UpdateJobInput,
     UpdateJobResult,
     job_comment_for,
+    job_owner_from_comment,
+    owns_job,
 )
 
 logger = logging.getLogger(__name__)
@@ -46,7 +53,7 @@ class JobIndex(Protocol):
 
     async def wait_synced(self) -> None: ...
 
-    def live_job_of(self, workflow_id: str) -> JobInfo | None: ...
+    def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None: ...
 
     def expect(self, job: JobInfo) -> None: ...
 
@@ -60,16 +67,46 @@ class Capacity(Protocol):
     def allocating(self, node_count: int) -> AbstractContextManager[None]: ...
 
 
-def job_event_of(job: JobInfo, *, vanished: bool = False) -> JobEvent:
+def job_event_of(job: JobInfo, *, vanished: bool = False, cause: str = "") -> JobEvent:
     """The ``job_event`` signal (and re-check answer) for a job as Slurm reports it."""
+    owner = job_owner_from_comment(job.comment)
+    submission = owner.submission if owner else None
     if vanished:
-        return JobEvent(job_id=job.job_id, state="VANISHED")
+        return JobEvent(job_id=job.job_id, state="VANISHED", submission=submission, cause=cause)
     return JobEvent(
         job_id=job.job_id,
         state=job.state,
         reason=job.state_reason,
         nodes=_running_nodes(job),
+        submission=submission,
     )
+
+
+async def cancel_owned_job(slurm: SlurmApi, ref: JobRef) -> bool:
+    """Cancel the job only if it is still ``ref``'s (read first): the one cancel of the bridge (lifecycle, GC).
+
+    Returns:
+        True when a live job of ``ref`` was cancelled; False when there was nothing of ours to cancel: gone,
+        finished, or the id now names another workload's job (reused after a slurmctld crash).
+    """
+    try:
+        job = await slurm.get_job(ref.job_id)
+    except SlurmNotFound:
+        return False
+    if not ref.owns(job.comment):
+        logger.warning(
+            "not cancelling Slurm job %s: it is no longer %s's (comment %s); the id was reused",
+            ref.job_id,
+            ref.workflow_id,
+            job.comment,
+            extra={"job_id": ref.job_id},
+        )
+        telemetry.FOREIGN_JOB_SPARED.inc()
+        return False
+    if job.is_finished:
+        return False
+    await slurm.cancel_job(ref.job_id)
+    return True
 
 
 def _running_nodes(job: JobInfo) -> list[str]:
@@ -98,16 +135,18 @@ class SlurmActivities:
         workflow turns it into a pod Event and condition and waits for the user to fix the pod.
         """
         await self.index.wait_synced()
-        existing = self.index.live_job_of(data.workflow_id)
+        existing = self.index.live_job_of(data.workflow_id, data.submission)
         if existing is None and activity.info().attempt > 1:
             # A retry: the index may not have seen a job submitted moments ago; ask Slurm directly.
-            existing = await self._find_live_job(data.workflow_id)
+            existing = await self._find_live_job(data.workflow_id, data.submission)
         if existing is not None:
             logger.info("workflow %s already owns job %s", data.workflow_id, existing.job_id)
             telemetry.JOB_SUBMITS.labels("reused").inc()
             return SubmitResult(job_id=existing.job_id, reused=True, nodes=_running_nodes(existing))
         desc: dict[str, Any] = data.spec.to_job_desc()
-        desc["comment"] = job_comment_for(data.workflow_id)
+        desc["comment"] = job_comment_for(data.workflow_id, data.submission)
+        if data.nodes:
+            return await self._readopt(desc, data.nodes)
         msg = JobDescMsg.model_validate(desc)
         try:
             count = data.spec.min_nodes or 1
@@ -164,26 +203,55 @@ class SlurmActivities:
         except SlurmNotFound:
             return job_id  # purged already: the workflow's re-check finds it VANISHED
 
-    async def _find_live_job(self, workflow_id: str) -> JobInfo | None:
-        comment = job_comment_for(workflow_id)
+    async def _readopt(self, desc: dict[str, Any], nodes: list[str]) -> SubmitResult:
+        """A new placeholder on exactly the nodes where the workload's pods run: Slurm lost the old job (a
+        controller crash), so the nodes look free to it. Immediate or not at all: a refusal (the nodes were
+        given to another job meanwhile) is a result for the workflow's conflict policy, never a queued job.
+
+        ``required_nodes`` is safe here although the translator never sets it (upstream #43: a required node
+        that disappears fails every job naming it): an immediate allocation never waits on it.
+        """
+        desc.update(required_nodes=list(nodes), min_nodes=len(nodes), max_nodes=len(nodes))
+        desc.pop("excluded_nodes", None)
+        msg = JobDescMsg.model_validate(desc)
+        try:
+            job_id = await self.slurm.allocate_job(msg)
+        except SlurmUnavailable as err:
+            raise _unavailable(err) from err
+        except (SlurmRejected, SlurmNotFound) as err:
+            telemetry.JOB_SUBMITS.labels("readopt_refused").inc()
+            number = err.error_number if isinstance(err, SlurmRejected) else None
+            return SubmitResult(error_number=number, error_message=_rejection_text(err))
+        telemetry.JOB_SUBMITS.labels("readopted").inc()
+        try:
+            job: JobInfo | None = await self.slurm.get_job(job_id)
+        except SlurmNotFound:
+            job = None
+        if job is not None:
+            self.index.expect(job)
+        return SubmitResult(job_id=job_id, nodes=_running_nodes(job) if job is not None else list(nodes))
+
+    async def _find_live_job(self, workflow_id: str, submission: int | None) -> JobInfo | None:
         page = await self.slurm.list_jobs()
-        live = [j for j in page.jobs if j.comment == comment and not j.is_finished]
+        live = [j for j in page.jobs if owns_job(j.comment, workflow_id, submission) and not j.is_finished]
         return max(live, key=lambda j: j.job_id) if live else None
 
     @activity.defn(name="update_pending_job")
     async def update_pending_job(self, data: UpdateJobInput) -> UpdateJobResult:
         """Apply changed annotations to a job that is still pending (Slurm validates each field)."""
         try:
-            job = await self.slurm.get_job(data.job_id)
+            job = await self.slurm.get_job(data.job.job_id)
         except SlurmNotFound:
             return UpdateJobResult(updated=False, error_message="job is gone")
+        if not data.job.owns(job.comment):
+            return UpdateJobResult(updated=False, error_message="job is gone (its id names another job now)")
         if not job.is_pending:
             return UpdateJobResult(updated=False, error_message=f"job is {job.state}, no longer pending")
         desc = data.spec.to_job_desc()
         for key in ("flags", "current_working_directory"):
             desc.pop(key, None)
         try:
-            await self.slurm.update_job(data.job_id, JobDescMsg.model_validate(desc))
+            await self.slurm.update_job(data.job.job_id, JobDescMsg.model_validate(desc))
         except SlurmUnavailable as err:
             raise _unavailable(err) from err
         except SlurmRejected as err:
@@ -192,9 +260,9 @@ class SlurmActivities:
 
     @activity.defn(name="cancel_job")
     async def cancel_job(self, data: JobRef) -> None:
-        """Cancel the job; an unknown or finished job is success (slurmrestd answers 200 for both)."""
+        """Cancel the job if it is still this workflow's submission; gone, finished or reused is success."""
         try:
-            await self.slurm.cancel_job(data.job_id)
+            await cancel_owned_job(self.slurm, data)
         except SlurmUnavailable as err:
             raise _unavailable(err) from err
 
@@ -207,16 +275,16 @@ class SlurmActivities:
             return JobEvent(job_id=data.job_id, state="VANISHED")
         except SlurmUnavailable as err:
             raise _unavailable(err) from err
-        if data.workflow_id and job.comment != job_comment_for(data.workflow_id):
+        if not data.owns(job.comment):
             # The id was reused after a slurmctld crash: our job is gone.
-            return JobEvent(job_id=data.job_id, state="VANISHED")
+            return JobEvent(job_id=data.job_id, state="VANISHED", submission=data.submission)
         return job_event_of(job)
 
     def all(self) -> list[Any]:
         return [self.submit_placeholder_job, self.update_pending_job, self.cancel_job, self.get_job]
 
 
-def _rejection_text(err: SlurmRejected) -> str:
+def _rejection_text(err: SlurmError) -> str:
     entries = getattr(err, "errors", ()) or ()
     texts = [f"{e.error} ({e.error_number})" for e in entries if getattr(e, "error", "")]
     return "; ".join(texts) or str(err)

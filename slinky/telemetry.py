@@ -72,7 +72,8 @@ JOB_SUBMITS = Counter(
     "slinky_bridge_job_submits_total",
     "Placeholder job submits by outcome. outcome: allocated (RUNNING at once: job/allocate), queued (job/submit,"
     " after a refused or skipped immediate allocation), reused (the workflow's live job, after an unknown"
-    " outcome), rejected (Slurm refused the job).",
+    " outcome), rejected (Slurm refused the job), readopted (a new placeholder on the nodes of a running workload"
+    " whose job Slurm lost), readopt_refused (those nodes were no longer free).",
     ["outcome"],
     registry=REGISTRY,
 )
@@ -95,6 +96,11 @@ EVENTS_DROPPED = Counter(
     "Kubernetes Events not recorded because the background event queue was full.",
     registry=REGISTRY,
 )
+FOREIGN_JOB_SPARED = Counter(
+    "slinky_bridge_foreign_jobs_spared_total",
+    "Cancels not sent because the job id, reused after a slurmctld crash, now names another workload's job.",
+    registry=REGISTRY,
+)
 GC_ACTIONS = Counter(
     "slinky_bridge_gc_actions_total",
     "Garbage-collection actions. action: cancel_job (orphan Slurm job), delete_pod (pod whose job is gone).",
@@ -106,11 +112,11 @@ GC_ACTIONS = Counter(
 class PollCollector:
     """``slinky_bridge_slurm_job_polls_total{result}``, read from the job watcher's own counters."""
 
-    def __init__(self, counts: Callable[[], tuple[int, int]]) -> None:
+    def __init__(self, counts: Callable[[], tuple[int, int, int]]) -> None:
         self.counts = counts
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        polls, errors = self.counts()
+        polls, errors, restarts = self.counts()
         family = CounterMetricFamily(
             "slinky_bridge_slurm_job_polls",
             "Incremental job polls of slurmrestd (one per interval for all workloads). result: ok, error.",
@@ -119,6 +125,12 @@ class PollCollector:
         family.add_metric(["ok"], polls - errors)
         family.add_metric(["error"], errors)
         yield family
+        yield CounterMetricFamily(
+            "slinky_bridge_slurm_controller_restarts",
+            "slurmctld restarts seen by the job watcher (its start time changed); each one reconciles every open"
+            " workload against one fresh job list.",
+            value=restarts,
+        )
 
 
 def start_metrics_server(port: int, address: str = "127.0.0.1") -> None:

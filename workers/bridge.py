@@ -138,7 +138,11 @@ async def run_bridge(settings: Settings, stop: asyncio.Event) -> None:
     )
     gc = GarbageCollector(kube, slurm, temporal)
     if settings.telemetry.metrics_port:
-        telemetry.REGISTRY.register(telemetry.PollCollector(lambda: (router.watcher.polls, router.watcher.errors)))
+        telemetry.REGISTRY.register(
+            telemetry.PollCollector(
+                lambda: (router.watcher.polls, router.watcher.errors, router.watcher.controller_restarts)
+            )
+        )
         telemetry.start_metrics_server(settings.telemetry.metrics_port, settings.telemetry.metrics_address)
     kube_acts = KubeActivities(kube, nodes, events, pods)
     capacity = FreeNodes(router.watcher, nodes) if settings.slurm.immediate_allocation else None

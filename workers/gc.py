@@ -8,6 +8,9 @@ pod):
   workflow, not by id alone: ids are reused after a slurmctld crash) and whose workflow is not running
   is deleted and its finalizer removed.
 
+Every cancel goes through :func:`activities.slurm.cancel_owned_job`, as the lifecycle's do: the job is read
+again and cancelled only if its ``comment`` still names the same workflow and submission.
+
 A running workflow always wins: GC never touches a workload whose lifecycle is still in charge.
 """
 
@@ -20,12 +23,13 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.slurm import cancel_owned_job
 from slinky import pods, telemetry, wellknown
 from slinky.clients.errors import KubeError, KubeNotFound, SlurmError
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.clients.slurm import SlurmApi
 from slinky.models.jobspec import pods_from_admin_comment
-from slinky.models.workload import workflow_id_from_job_comment, workload_workflow_id
+from slinky.models.workload import JobRef, job_owner_from_comment, workload_workflow_id
 
 logger = logging.getLogger(__name__)
 
@@ -58,12 +62,15 @@ class GarbageCollector:
 
     async def run_once(self) -> None:
         jobs = (await self.slurm.list_jobs()).jobs
-        live_by_workflow: dict[str, int] = {}
+        live_by_workflow: dict[str, JobRef] = {}
         for job in jobs:
-            workflow_id = workflow_id_from_job_comment(job.comment)
-            if workflow_id is None or job.is_finished:
+            owner = job_owner_from_comment(job.comment)
+            if owner is None or job.is_finished:
                 continue
-            live_by_workflow[workflow_id] = job.job_id
+            workflow_id = owner.workflow_id
+            ref = live_by_workflow[workflow_id] = JobRef(
+                job_id=job.job_id, workflow_id=workflow_id, submission=owner.submission
+            )
             if await self._workflow_running(workflow_id):
                 continue
             keys = pods_from_admin_comment(job.admin_comment) or []
@@ -74,14 +81,14 @@ class GarbageCollector:
                     keys,
                     workflow_id,
                 )
-                await self.slurm.cancel_job(job.job_id)
-                self.jobs_cancelled += 1
-                telemetry.GC_ACTIONS.labels("cancel_job").inc()
+                if await cancel_owned_job(self.slurm, ref):
+                    self.jobs_cancelled += 1
+                    telemetry.GC_ACTIONS.labels("cancel_job").inc()
         listing = await self.kube.get("/api/v1/pods", {"labelSelector": wellknown.LABEL_SLURM_JOB_ID})
         for pod in listing["items"]:
             await self._collect_pod(pod, live_by_workflow)
 
-    async def _collect_pod(self, pod: dict[str, Any], live_by_workflow: dict[str, int]) -> None:
+    async def _collect_pod(self, pod: dict[str, Any], live_by_workflow: dict[str, JobRef]) -> None:
         """A labelled pod whose lifecycle no longer runs (terminated by an operator, lost)."""
         meta = pod["metadata"]
         annotations = meta.get("annotations") or {}
@@ -91,23 +98,23 @@ class GarbageCollector:
         if await self._workflow_running(workflow_id):
             return
         path = pod_path(meta["namespace"], meta["name"])
-        job_id = live_by_workflow.get(workflow_id)
+        ref = live_by_workflow.get(workflow_id)
         stopped = pods.is_gone(pod) or pods.is_deleting(pod)
-        if job_id is not None and not stopped:
+        if ref is not None and not stopped:
             logger.warning(
                 "pod %s/%s runs with Slurm job %s but no lifecycle; leaving both",
                 meta["namespace"],
                 meta["name"],
-                job_id,
+                ref.job_id,
             )
             return
         try:
-            if job_id is not None:
+            if ref is not None:
                 # The pod stopped (or is being deleted) and nobody will cancel its job: do it now.
-                logger.info("cancelling Slurm job %s of stopped pod %s/%s", job_id, meta["namespace"], meta["name"])
-                await self.slurm.cancel_job(job_id)
-                self.jobs_cancelled += 1
-                telemetry.GC_ACTIONS.labels("cancel_job").inc()
+                logger.info("cancelling Slurm job %s of stopped pod %s/%s", ref.job_id, meta["namespace"], meta["name"])
+                if await cancel_owned_job(self.slurm, ref):
+                    self.jobs_cancelled += 1
+                    telemetry.GC_ACTIONS.labels("cancel_job").inc()
             elif not meta.get("deletionTimestamp") and not pods.is_terminal(pod):
                 logger.info(
                     "deleting pod %s/%s: its Slurm job is gone and no lifecycle runs", meta["namespace"], meta["name"]

@@ -4,6 +4,11 @@ One :class:`JobWatcher` polls ``jobs?update_time=`` for all workloads (one reque
 the number of jobs). For every bridge job (its ``comment`` names the owning workflow) a meaningful change
 of state, pending reason or nodes becomes one ``job_event`` signal. The router also serves the submit
 activity as its job index: "does this workflow already own a live job?" costs no request.
+
+After a slurmctld restart (the watcher reads its start time every ``controller_check_seconds``) the next full
+list is diffed against every job the watcher knows or was told of: each job the restart lost reaches its
+workflow as one VANISHED signal with ``cause="controller restart"``, in the same pass (docs/bridge.md,
+"When slurmctld crashes").
 """
 
 from __future__ import annotations
@@ -18,16 +23,18 @@ from activities.slurm import job_event_of
 from slinky import telemetry, wellknown
 from slinky.clients.slurm import JobEvent as WatchEvent
 from slinky.clients.slurm import JobEventType, JobInfo, JobWatcher, SlurmApi
-from slinky.models.workload import JobEvent, workflow_id_from_job_comment
+from slinky.models.workload import JobEvent, owns_job, workflow_id_from_job_comment
 from workers.signals import signal_lifecycle
 
 logger = logging.getLogger(__name__)
 SIGNAL_CONCURRENCY = 32
+CAUSE_RESTART = "controller restart"
 
 
 def _identity(job: JobInfo) -> Hashable:
-    # A bridge job's comment names its owning workflow and never changes: a reused id with another owner
-    # is news. (Announced jobs carry no submit_time until the next full poll, so it is not compared.)
+    # A bridge job's comment names its owning workflow and submission and never changes: a reused id with
+    # another owner is news. (Announced jobs carry no submit_time until the next full poll, so it is not
+    # compared.)
     if workflow_id_from_job_comment(job.comment) is not None:
         return (job.name, job.comment)
     return (job.submit_time, job.name)
@@ -57,6 +64,7 @@ class SlurmJobRouter:
         interval_seconds: float = 0.25,
         fast_interval_seconds: float | None = None,
         fast_window_seconds: float = 3.0,
+        controller_check_seconds: float | None = 1.0,
     ) -> None:
         # State-probe mode: a cheap `jobs/state` poll per interval, a job read only when it starts running,
         # and the full list every 2 s for pending reasons; polled faster for a few seconds after each submit,
@@ -68,6 +76,7 @@ class SlurmJobRouter:
             state_probe=True,
             fast_interval_seconds=fast_interval_seconds,
             fast_window_seconds=fast_window_seconds,
+            controller_check_seconds=controller_check_seconds,
         )
         self.temporal = temporal
         self._live: dict[str, JobInfo] = {}
@@ -80,8 +89,10 @@ class SlurmJobRouter:
     async def wait_synced(self) -> None:
         await self.watcher.wait_synced(timeout=15)
 
-    def live_job_of(self, workflow_id: str) -> JobInfo | None:
-        return self._live.get(workflow_id)
+    def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None:
+        """The workflow's live job, if it is that submission (an older one lost in a crash is not)."""
+        job = self._live.get(workflow_id)
+        return job if job is not None and owns_job(job.comment, workflow_id, submission) else None
 
     def expect(self, job: JobInfo) -> None:
         """The submit activity announces its job: the index knows it at once, the watcher need not read it."""
@@ -101,14 +112,17 @@ class SlurmJobRouter:
         if event.announced_at is not None and event.job.is_running and not vanished and not started_by_submit:
             telemetry.JOB_START_SEEN.observe(event.observed_at - event.announced_at)
         if vanished or event.job.is_finished:
-            if self._live.get(workflow_id, event.job).job_id == event.job_id:
+            current = self._live.get(workflow_id, event.job)
+            if (current.job_id, current.comment) == (event.job_id, event.job.comment):
                 self._live.pop(workflow_id, None)
         else:
             self._live[workflow_id] = event.job
         if started_by_submit and event.type is JobEventType.ADDED and event.job.is_running:
             return  # the submit result told the workflow already: no signal, no workflow task
         if is_news(event):
-            task = asyncio.create_task(self._signal(workflow_id, job_event_of(event.job, vanished=vanished)))
+            cause = CAUSE_RESTART if event.controller_restart else ""
+            signal = job_event_of(event.job, vanished=vanished, cause=cause)
+            task = asyncio.create_task(self._signal(workflow_id, signal))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 

@@ -10,6 +10,12 @@ Slurm poll deliver ``pod_event`` and ``job_event`` signals. A slow durable re-ch
 covers a missed event. Short calls are local activities (markers, not separate tasks) because every history
 event costs throughput on a single-shard server; each verb takes the whole member list.
 
+Slurm losing the job (a slurmctld crash loses its last seconds of state and reuses job ids): a job lost
+before it started is resubmitted (same pods, a new job); a job lost while its pods run is re-adopted (a new
+placeholder allocated at once on the very nodes the pods run on) and, only if Slurm gave those nodes to another
+job meanwhile, the pods are deleted with a Warning that says so. Every verb names the job by id AND by this
+workflow's submission number (the job's ``comment``), so a reused id is never acted on (docs/bridge.md).
+
 Gang policy: a member lost before the job starts cancels the job; the gang gathers again and resubmits. After
 the start, the gang lives and dies together: when every member finished the job is cancelled; when one member
 fails or is deleted, the others are deleted and the gang is Failed; when the job ends first, every member is
@@ -86,6 +92,7 @@ REASON_GANG_INCOMPLETE = "GangIncomplete"
 REASON_GANG_MEMBER_LOST = "GangMemberLost"
 REASON_LIFECYCLE_FAILED = "SlurmBridgeFailed"
 REASON_ALLOCATION_LOST = "SlurmAllocationLost"
+REASON_JOB_LOST = "SlurmJobLost"
 
 FIX_RETRY_FIRST = 30.0
 """Seconds before an invalid or rejected workload is first re-translated without a pod change."""
@@ -94,6 +101,7 @@ FIX_RETRY_FIRST = 30.0
 PATCH_ONE_BOUND_EVENT = "one-bound-event-activity"
 PATCH_EARLY_MEMBERS = "gang-early-members"
 PATCH_LATE_MEMBER = "gang-late-member"
+PATCH_RECOVER_LOST_JOB = "recover-lost-job"
 
 # PodGroup status phases (scheduler-plugins coscheduling).
 GROUP_SCHEDULING, GROUP_RUNNING, GROUP_FINISHED, GROUP_FAILED = "Scheduling", "Running", "Finished", "Failed"
@@ -105,6 +113,10 @@ class Ended(Exception):
 
 class MemberLost(Exception):
     """Internal: a gang member left before the job started; cancel and gather again."""
+
+
+class JobLost(Exception):
+    """Internal: Slurm lost the job before it started (a controller crash); submit it again."""
 
 
 @dataclass
@@ -136,6 +148,10 @@ class WorkloadWorkflow:
         self.phase = Phase.SUBMITTING
         self.step = "start"
         self.job_id: int | None = None
+        self.submission: int | None = None
+        """Which submission ``job_id`` is (written in its ``comment``): with the workflow id, the job's identity."""
+        self.lost: str = ""
+        """Why the previous job is gone, for the Event of the resubmission ("Slurm lost job N (...)")."""
         self.spec: SlurmJobSpec | None = None
         self.jobs_seen: dict[int, JobEvent] = {}
         self.job: JobEvent | None = None
@@ -190,9 +206,13 @@ class WorkloadWorkflow:
     def job_event(self, event: JobEvent) -> None:
         # Kept by id: the watcher may report the job before the submit result is recorded here.
         self.jobs_seen[event.job_id] = event
-        if event.job_id == self.job_id:
+        if self._is_current(event):
             self.job = event
         self.dirty = True
+
+    def _is_current(self, event: JobEvent) -> bool:
+        """An event about the current job: its id, and not an earlier submission that had the same id."""
+        return event.job_id == self.job_id and (event.submission is None or event.submission == self.submission)
 
     @workflow.signal
     def recheck(self) -> None:
@@ -303,8 +323,12 @@ class WorkloadWorkflow:
             member.terminal |= state.phase in ("Succeeded", "Failed")
             member.failed |= state.phase == "Failed"
         if self.job_id is not None:
-            wid = workflow.info().workflow_id
-            self.job = await self._call("get_job", JobRef(job_id=self.job_id, workflow_id=wid), JobEvent, retry.SLURM)
+            self.job = await self._call("get_job", self._job_ref(), JobEvent, retry.SLURM)
+
+    def _job_ref(self) -> JobRef:
+        """The current job by id and owner: what every Slurm verb is given (never an id alone)."""
+        assert self.job_id is not None
+        return JobRef(job_id=self.job_id, workflow_id=workflow.info().workflow_id, submission=self.submission)
 
     def _job_ended(self) -> bool:
         return self.job is not None and self.job.state in ENDED_STATES
@@ -351,6 +375,8 @@ class WorkloadWorkflow:
                 break
             except MemberLost:
                 await self._release_for_resubmit()
+            except JobLost:
+                self._forget_lost_job()
         await self._bind()
         return await self._await_end()
 
@@ -443,16 +469,21 @@ class WorkloadWorkflow:
                 continue
             self.step = "submit"
             self.submit_attempts += 1
+            submission = self.submit_attempts
             res = await self._call(
-                "submit_placeholder_job", SubmitInput(workflow_id=wid, spec=spec), SubmitResult, retry.SLURM
+                "submit_placeholder_job",
+                SubmitInput(workflow_id=wid, spec=spec, submission=submission),
+                SubmitResult,
+                retry.SLURM,
             )
             if res.job_id is None:
                 await self._invalid("SlurmJobRejected", f"Slurm rejected the job: {res.error_message}")
                 continue
             self.spec = spec
-            self.job_id = res.job_id
+            self.job_id, self.submission = res.job_id, submission
             self.reported, self.fix_retry = None, 0.0
-            self.job = self.jobs_seen.get(res.job_id)
+            seen = self.jobs_seen.get(res.job_id)
+            self.job = seen if seen is not None and self._is_current(seen) else None
             self.allocated_at_submit = bool(res.nodes)
             if res.nodes and (self.job is None or self.job.state == "PENDING"):
                 # An immediate allocation: the job runs already, and no start signal will follow.
@@ -462,6 +493,9 @@ class WorkloadWorkflow:
         self.step = "label"
         assert self.spec is not None
         submitted = [m for m in self._live() if m.ref.key in self.spec.pods]
+        if self.lost:
+            await self._event(REASON_JOB_LOST, f"{self.lost}; resubmitted as {self.job_id}", "Warning", submitted)
+            self.lost = ""
         if self.allocated_at_submit:
             # The job runs already: bind at once, then label (see _bind). Labels, Events and the group phase
             # wait until the pods are bound, so that their writes do not compete with the bindings.
@@ -497,6 +531,8 @@ class WorkloadWorkflow:
             if not self._live():
                 raise Ended(await self._cleanup("the pods ended while their job was pending"))
             if self._job_ended():
+                if self._job_vanished() and workflow.patched(PATCH_RECOVER_LOST_JOB):
+                    raise JobLost()
                 raise Ended(await self._end_by_job())
             if self._gang_broken():
                 raise MemberLost()
@@ -516,6 +552,28 @@ class WorkloadWorkflow:
                     await self._condition("Unschedulable", f"Slurm job {self.job_id} is pending: {self.job.reason}")
             await self._wait()
 
+    def _job_vanished(self) -> bool:
+        return self.job is not None and self.job.state == "VANISHED"
+
+    def _lost_text(self) -> str:
+        """How the user is told: "Slurm lost job 525 (controller restart)"."""
+        assert self.job is not None
+        return f"Slurm lost job {self.job.job_id} ({self.job.cause or 'it vanished'})"
+
+    def _forget_lost_job(self) -> None:
+        """The pending job vanished (a slurmctld crash lost it): nothing to cancel (its id may be another job's
+        now), so forget it and submit again with the same members (no command here: replay-safe)."""
+        self.lost = self._lost_text()
+        workflow.logger.warning("%s before it started; resubmitting", self.lost)
+        for m in self.members.values():
+            m.in_job = False
+        self.phase = Phase.SUBMITTING
+        self.job_id = self.submission = None
+        self.job = None
+        self.spec = None
+        self.allocated_at_submit = False
+        self.reason_shown = ""
+
     async def _release_for_resubmit(self) -> None:
         """A gang member left while pending: cancel the job (nothing runs yet) and gather again."""
         assert self.job_id is not None
@@ -525,7 +583,7 @@ class WorkloadWorkflow:
             f"gang member(s) {', '.join(sorted(lost))} left before Slurm job {self.job_id} started; resubmitting",
             "Warning",
         )
-        await self._do("cancel_job", JobRef(job_id=self.job_id), retry.SLURM)
+        await self._do("cancel_job", self._job_ref(), retry.SLURM)
         # The departed members' finalizers go now; the rest keep theirs for the next job.
         await self._do(
             "remove_finalizers", PodsInput(pods=self._refs([m for m in self.members.values() if not m.live]))
@@ -533,7 +591,7 @@ class WorkloadWorkflow:
         for m in self.members.values():
             m.in_job = False
         self.phase = Phase.SUBMITTING  # no job is queued until the gang resubmits (no command: replay-safe)
-        self.job_id = None
+        self.job_id = self.submission = None
         self.job = None
         self.spec = None
         self.allocated_at_submit = False
@@ -550,7 +608,7 @@ class WorkloadWorkflow:
         if spec is None or spec == self.spec or self.job_id is None:
             return
         res = await self._call(
-            "update_pending_job", UpdateJobInput(job_id=self.job_id, spec=spec), UpdateJobResult, retry.SLURM
+            "update_pending_job", UpdateJobInput(job=self._job_ref(), spec=spec), UpdateJobResult, retry.SLURM
         )
         if res.updated:
             self.spec = spec
@@ -611,9 +669,13 @@ class WorkloadWorkflow:
             broken = [m for m in bound if m.failed or (not m.terminal and (m.deleting or m.gone))]
             if broken:
                 return await self._end_by_member(broken)
-            if self._job_ended():
-                raise Ended(await self._end_by_job())
-            if self._allocation_lost():
+            if self._job_ended() or self._allocation_lost():
+                recover = self._job_vanished() or not self._job_ended()
+                if recover and workflow.patched(PATCH_RECOVER_LOST_JOB):
+                    await self._readopt()
+                    continue
+                if self._job_ended():
+                    raise Ended(await self._end_by_job())
                 raise Ended(await self._end_by_lost_allocation())
             self._continue_if_long()
             await self._wait()
@@ -627,6 +689,7 @@ class WorkloadWorkflow:
             for m in state.members
         }
         self.job_id, self.job, self.spec = state.job_id, state.job, state.spec
+        self.submission = state.submission
         self.submit_attempts, self.rechecks = state.submit_attempts, state.rechecks
         self.rechecks_at_start = state.rechecks
         self.phase = Phase.RUNNING
@@ -654,6 +717,7 @@ class WorkloadWorkflow:
             ],
             submit_attempts=self.submit_attempts,
             rechecks=self.rechecks,
+            submission=self.submission,
         )
         workflow.continue_as_new(self.inp.model_copy(update={"resume": state}))
 
@@ -676,8 +740,61 @@ class WorkloadWorkflow:
         if job is None or not self.allocation:
             return False
         return job.state == "PENDING" or (
-            job.state == "RUNNING" and bool(job.nodes) and tuple(job.nodes) != self.allocation
+            job.state == "RUNNING" and bool(job.nodes) and sorted(job.nodes) != sorted(self.allocation)
         )
+
+    async def _readopt(self) -> None:
+        """Slurm lost the running job (vanished, or back to PENDING, or running elsewhere after a slurmctld
+        crash) while the pods still run: give Slurm a new placeholder on exactly those nodes, at once, so it
+        knows them busy again. Only if Slurm gave the nodes to another job meanwhile are the pods deleted."""
+        assert self.job is not None and self.spec is not None and self.inp is not None
+        self.step = "readopt"
+        lost = (
+            self._lost_text()
+            if self._job_vanished()
+            else (
+                f"Slurm job {self.job_id} lost its allocation ({self.job.state}"
+                f"{' on ' + ', '.join(self.job.nodes) if self.job.nodes else ''})"
+            )
+        )
+        if not self._job_vanished():
+            # Still ours (same id and submission), but no longer where the pods run: release it first.
+            await self._do("cancel_job", self._job_ref(), retry.SLURM)
+        self.submit_attempts += 1
+        submission = self.submit_attempts
+        nodes = sorted(self.allocation)
+        res = await self._call(
+            "submit_placeholder_job",
+            SubmitInput(workflow_id=workflow.info().workflow_id, spec=self.spec, submission=submission, nodes=nodes),
+            SubmitResult,
+            retry.SLURM,
+        )
+        if res.job_id is None:
+            self.job_id = self.submission = None
+            raise Ended(
+                await self._delete_members_and_clean_up(
+                    REASON_ALLOCATION_LOST,
+                    f"{lost}, and its nodes {', '.join(nodes)} could not be given back ({res.error_message}):"
+                    " Slurm has allocated them to another job; deleting the pod",
+                    "Slurm lost the job and gave its nodes to another",
+                )
+            )
+        self.job_id, self.submission = res.job_id, submission
+        self.job = JobEvent(job_id=res.job_id, state="RUNNING", nodes=res.nodes or nodes, submission=submission)
+        self.allocation = tuple(self.job.nodes)
+        self._set_phase(Phase.RUNNING, SA_JOB_ID.value_set(res.job_id))
+        alive = [m for m in self._in_job() if not m.stopped]
+        labelled = await self._call(
+            "label_pods",
+            LabelPodsInput(pods=self._refs(alive), job_id=res.job_id, workflow_id=workflow.info().workflow_id),
+            PodsResult,
+        )
+        self._mark_gone(labelled.gone)
+        self.message = f"bound to {', '.join(sorted({m.node for m in alive}))} by Slurm job {res.job_id}"
+        await self._event(
+            REASON_JOB_LOST, f"{lost}; re-adopted as job {res.job_id} on {', '.join(nodes)}", "Warning", alive
+        )
+        self.step = "running"
 
     async def _end_by_lost_allocation(self) -> str:
         """The pods run on nodes the job no longer holds: delete them, then cancel the job and clean up."""
@@ -731,7 +848,7 @@ class WorkloadWorkflow:
         await self._await_gone()
         if cancel and self.job_id is not None and not self._job_ended():
             self.step = "cancel_job"
-            await self._do("cancel_job", JobRef(job_id=self.job_id), retry.SLURM)
+            await self._do("cancel_job", self._job_ref(), retry.SLURM)
         self.step = "remove_finalizer"
         await self._do("remove_finalizers", PodsInput(pods=self._refs()))
         if self.job_id is not None:
@@ -746,7 +863,7 @@ class WorkloadWorkflow:
         """Release what the bridge holds (job, finalizers) without touching the pods, and say why."""
         self.step = "abandon"
         if self.job_id is not None and not self._job_ended():
-            await self._do("cancel_job", JobRef(job_id=self.job_id), retry.SLURM)
+            await self._do("cancel_job", self._job_ref(), retry.SLURM)
         await self._do("remove_finalizers", PodsInput(pods=self._refs()))
         await self._event(REASON_LIFECYCLE_FAILED, why[:500], "Warning", list(self.members.values()))
         self._set_phase(Phase.FINISHED)

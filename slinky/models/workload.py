@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Final
+from typing import Final, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +17,9 @@ from slinky.models.jobspec import SlurmJobSpec, TranslateDefaults
 WORKFLOW_ID_PREFIX: Final = "workload"
 JOB_COMMENT_KEY: Final = "slinkyWorkflowId"
 """Key of the JSON object the bridge writes in a placeholder job's ``comment``: which workflow owns it."""
+JOB_SUBMISSION_KEY: Final = "slinkySubmission"
+"""Second key of that object: which of the workflow's submissions the job is (1, 2, ...). Job ids are reused
+after a slurmctld crash, and a workflow resubmits a lost job under the same workflow id: the pair names one job."""
 
 
 def workload_workflow_id(namespace: str, uid: str) -> str:
@@ -24,21 +27,54 @@ def workload_workflow_id(namespace: str, uid: str) -> str:
     return f"{WORKFLOW_ID_PREFIX}/{namespace}/{uid}"
 
 
-def job_comment_for(workflow_id: str) -> str:
-    """The placeholder job's ``comment``: routes Slurm job events to the owning workflow."""
-    return json.dumps({JOB_COMMENT_KEY: workflow_id}, separators=(",", ":"))
+class JobOwner(NamedTuple):
+    """Who a bridge job belongs to, as its ``comment`` says."""
+
+    workflow_id: str
+    submission: int | None = None
+    """None for jobs submitted before submissions were numbered: they match any submission of the workflow."""
 
 
-def workflow_id_from_job_comment(comment: str | None) -> str | None:
-    """The owning workflow ID of a bridge job, or None for any other job (junk is not an error)."""
+def job_comment_for(workflow_id: str, submission: int | None = None) -> str:
+    """The placeholder job's ``comment``: routes Slurm job events to the owning workflow and submission."""
+    data: dict[str, str | int] = {JOB_COMMENT_KEY: workflow_id}
+    if submission is not None:
+        data[JOB_SUBMISSION_KEY] = submission
+    return json.dumps(data, separators=(",", ":"))
+
+
+def job_owner_from_comment(comment: str | None) -> JobOwner | None:
+    """The owner of a bridge job, or None for any other job (junk is not an error)."""
     if not comment or JOB_COMMENT_KEY not in comment:
         return None
     try:
         data = json.loads(comment)
     except ValueError:
         return None
-    value = data.get(JOB_COMMENT_KEY) if isinstance(data, dict) else None
-    return value if isinstance(value, str) else None
+    if not isinstance(data, dict):
+        return None
+    workflow_id, submission = data.get(JOB_COMMENT_KEY), data.get(JOB_SUBMISSION_KEY)
+    if not isinstance(workflow_id, str):
+        return None
+    return JobOwner(
+        workflow_id, submission if isinstance(submission, int) and not isinstance(submission, bool) else None
+    )
+
+
+def workflow_id_from_job_comment(comment: str | None) -> str | None:
+    """The owning workflow ID of a bridge job, or None for any other job."""
+    owner = job_owner_from_comment(comment)
+    return owner.workflow_id if owner else None
+
+
+def owns_job(comment: str | None, workflow_id: str, submission: int | None) -> bool:
+    """Whether a job with this ``comment`` is the given workflow's submission: the identity check before any
+    action on a job id (docs/bridge.md, "Job identity"). A job of another workflow, or an earlier or later
+    submission of the same workflow, is not; a job with no submission number matches any of its workflow's."""
+    owner = job_owner_from_comment(comment)
+    if owner is None or owner.workflow_id != workflow_id:
+        return False
+    return submission is None or owner.submission is None or owner.submission == submission
 
 
 class _Msg(BaseModel):
@@ -111,6 +147,8 @@ class ResumeState(_Msg):
     members: list[MemberState]
     submit_attempts: int = 0
     rechecks: int = 0
+    submission: int | None = None
+    """Which submission the job is (its ``comment``); None for runs started before submissions were numbered."""
 
 
 class PodEventKind(StrEnum):
@@ -145,6 +183,11 @@ class JobEvent(_Msg):
     reason: str = ""
     nodes: list[str] = Field(default_factory=list)
     """Slurm node names of the allocation (hostlist expanded)."""
+    submission: int | None = None
+    """The workflow's submission the job is (from its ``comment``): an event of an earlier submission whose id
+    Slurm reused is not about the current job. None: unknown (matches)."""
+    cause: str = ""
+    """Why a job is VANISHED, when known: ``controller restart`` (the watcher saw slurmctld start again)."""
 
 
 class WhyPending(_Msg):
@@ -187,6 +230,10 @@ class BuildSpecResult(_Msg):
 class SubmitInput(_Msg):
     workflow_id: str
     spec: SlurmJobSpec
+    submission: int | None = None
+    """The workflow's submission number, written to the job's ``comment`` with the workflow id."""
+    nodes: list[str] = Field(default_factory=list)
+    """Re-adoption: allocate exactly these Slurm nodes now (the pods run there already), or not at all."""
 
 
 class SubmitResult(_Msg):
@@ -202,12 +249,18 @@ class SubmitResult(_Msg):
 
 
 class JobRef(_Msg):
+    """A job by id AND owner: every verb checks the job is still this workflow's submission before it acts."""
+
     job_id: int
-    workflow_id: str = ""
+    workflow_id: str
+    submission: int | None = None
+
+    def owns(self, comment: str | None) -> bool:
+        return owns_job(comment, self.workflow_id, self.submission)
 
 
 class UpdateJobInput(_Msg):
-    job_id: int
+    job: JobRef
     spec: SlurmJobSpec
 
 

@@ -378,7 +378,7 @@ def test_single_pod_from_create_to_delete(kube: Kube, slurm: Slurm, temporal: Te
     job = wait_job_state(slurm, job_id, "RUNNING")
     assert job["nodes"] == node
     assert json.loads(job["admin_comment"]) == {"pods": [f"{ns}/solo"]}
-    assert job["comment"] == job_comment_for(workflow_id)
+    assert job["comment"] == job_comment_for(workflow_id, 1)  # the first submission of this workflow
     assert "EXTERNAL_JOB" in job["flags"]
     assert job["partition"] == wellknown.DEFAULT_PARTITION
     assert [j["job_id"] for j in slurm.jobs_of_pod(ns, "solo")] == [int(job_id)]

@@ -67,6 +67,7 @@ async def test_a_new_worker_finds_the_job_the_dead_one_allocated(dev_env: dict[s
     data = SubmitInput(
         workflow_id=f"workload/{name}/{uuid.uuid4()}",
         spec=SlurmJobSpec(pods=(f"{name}/p",), partition=wellknown.DEFAULT_PARTITION, min_nodes=1, max_nodes=1),
+        submission=1,
     )
     async with SlurmClient.from_settings(settings) as slurm:
         async with worker_index(slurm, temporal) as first:
@@ -77,9 +78,9 @@ async def test_a_new_worker_finds_the_job_the_dead_one_allocated(dev_env: dict[s
             async with worker_index(slurm, temporal) as second:
                 again = await submit(slurm, second, data)
             assert (again.job_id, again.reused, again.nodes) == (allocated.job_id, True, allocated.nodes)
-            ours = [j for j in (await slurm.list_jobs()).jobs if j.comment == job_comment_for(data.workflow_id)]
+            ours = [j for j in (await slurm.list_jobs()).jobs if j.comment == job_comment_for(data.workflow_id, 1)]
             assert [(j.job_id, j.state) for j in ours] == [(allocated.job_id, "RUNNING")], "one job, no second"
         finally:
             for job in (await slurm.list_jobs()).jobs:
-                if job.comment == job_comment_for(data.workflow_id) and not job.is_finished:
+                if job.comment == job_comment_for(data.workflow_id, 1) and not job.is_finished:
                     await slurm.cancel_job(job.job_id)

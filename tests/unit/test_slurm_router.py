@@ -64,3 +64,51 @@ async def test_a_queued_job_is_signalled_when_it_starts() -> None:
     fake.tick()
     await _poll(router)
     assert [(n, e.state, e.nodes) for _, n, e in temporal.sent] == [("job_event", "RUNNING", ["n-1"])]
+
+
+async def test_a_controller_restart_signals_each_lost_job_to_its_workflow_once_with_the_cause() -> None:
+    fake, temporal = fake_cluster(nodes=4), _Temporal()
+    router = SlurmJobRouter(fake, temporal, controller_check_seconds=0.0)  # type: ignore[arg-type]
+
+    def job(wid: str, submission: int) -> JobDescMsg:
+        return JobDescMsg(name="j", partition="p", flags=["EXTERNAL_JOB"], comment=job_comment_for(wid, submission))
+
+    saved = await fake.allocate_job(job("workload/ns/saved", 1))
+    lost = await fake.allocate_job(job("workload/ns/lost", 1))
+    await _poll(router)
+    unseen = await fake.allocate_job(job("workload/ns/unseen", 3))
+    router.expect(await fake.get_job(unseen))
+    temporal.sent.clear()
+    fake.crash(keep_job_ids={saved})
+    reused = await fake.submit_job(job("workload/ns/other", 1))
+    assert reused == lost
+    await _poll(router)
+    signalled = sorted((w, e.job_id, e.state, e.submission, e.cause) for w, _, e in temporal.sent)
+    assert signalled == [
+        ("workload/ns/lost", lost, "VANISHED", 1, "controller restart"),
+        ("workload/ns/unseen", unseen, "VANISHED", 3, "controller restart"),
+    ]
+    assert router.live_job_of("workload/ns/lost") is None
+    assert router.live_job_of("workload/ns/other", 1) is not None
+    assert router.live_job_of("workload/ns/saved", 2) is None, "submission 1 is not the one asked for"
+
+
+async def test_the_index_forgets_a_vanished_submission_but_not_the_next_one_with_the_same_id() -> None:
+    """A workflow's lost job and its resubmission can carry the same id: the late VANISHED of the first must not
+    drop the second from the index (the submit would then create a third)."""
+    fake, temporal = fake_cluster(), _Temporal()
+    router = SlurmJobRouter(fake, temporal, controller_check_seconds=0.0)  # type: ignore[arg-type]
+    first = await fake.submit_job(
+        JobDescMsg(name="j", partition="p", flags=["EXTERNAL_JOB"], comment=job_comment_for(WID, 1))
+    )
+    await _poll(router)
+    fake.crash(keep_job_ids=set())
+    second = await fake.submit_job(
+        JobDescMsg(name="j", partition="p", flags=["EXTERNAL_JOB"], comment=job_comment_for(WID, 2))
+    )
+    router.expect(await fake.get_job(second))
+    assert second == first
+    await _poll(router)
+    live = router.live_job_of(WID, 2)
+    assert live is not None and live.job_id == second
+    assert [(e.state, e.submission) for _, _, e in temporal.sent] == [("VANISHED", 1)]

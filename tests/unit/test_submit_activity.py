@@ -13,7 +13,7 @@ from slinky import telemetry
 from slinky.clients.slurm import JobDescMsg, JobInfo
 from slinky.clients.slurm.client import map_error
 from slinky.models.jobspec import SlurmJobSpec
-from slinky.models.workload import SubmitInput, SubmitResult
+from slinky.models.workload import SubmitInput, SubmitResult, owns_job
 from tests.unit.slurm.helpers import fake_cluster
 
 SPEC = SlurmJobSpec(pods=("ns/p",), partition="p", min_nodes=1, max_nodes=1)
@@ -27,8 +27,8 @@ class Index:
     async def wait_synced(self) -> None:
         return None
 
-    def live_job_of(self, workflow_id: str) -> JobInfo | None:
-        live = [j for j in self.expected if not j.is_finished]
+    def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None:
+        live = [j for j in self.expected if not j.is_finished and owns_job(j.comment, workflow_id, submission)]
         return live[-1] if live else None
 
     def expect(self, job: JobInfo) -> None:

@@ -104,7 +104,10 @@ async def test_happy_path_binds_on_the_first_slurm_node_and_cleans_up_in_order(
     [bind] = fakes.args("bind_pods")
     assert bind.job_id == JOB_ID
     assert bind.bindings == [PodBinding(pod=POD, slurm_node="slurm-3")]
-    assert fakes.args("cancel_job")[0].job_id == JOB_ID
+    [cancel] = fakes.args("cancel_job")
+    # Never an id alone: the job is named with its owner (workflow and submission), checked before the cancel.
+    assert (cancel.job_id, cancel.workflow_id, cancel.submission) == (JOB_ID, handle.id, 1)
+    assert submit.submission == 1
     assert fakes.events() == [
         ("Normal", "SlurmJobSubmitted"),
         ("Normal", "Scheduled"),
@@ -387,23 +390,6 @@ async def test_job_ending_first_deletes_the_pod_and_does_not_cancel(run_workload
     assert ("Warning", "SlurmJobEnded") in fakes.events()
 
 
-async def test_vanished_job_while_pending_deletes_the_pod(run_workload: Any, fakes: FakeActivities) -> None:
-    async with run_workload() as handle:
-        await step_is(handle, "wait_allocation")
-        await job_event(handle, "VANISHED")
-        await fakes.called("delete_pods")
-        await pod_event(handle, PodEventKind.GONE)
-        assert await handle.result() == "the Slurm job ended (VANISHED)"
-    assert fakes.names(skip=EVENTS) == [
-        "build_job_spec",
-        "submit_placeholder_job",
-        "label_pods",
-        "delete_pods",
-        "remove_finalizers",
-    ]
-    assert fakes.events()[1] == ("Warning", "SlurmJobEnded")
-
-
 # ---------------------------------------------------------------------------------------- changes
 async def test_annotation_change_while_pending_updates_the_pending_job(
     run_workload: Any, fakes: FakeActivities
@@ -415,7 +401,12 @@ async def test_annotation_change_while_pending_updates_the_pending_job(
         await pod_event(handle, PodEventKind.CHANGED)
         await fakes.called("update_pending_job")
         [update] = fakes.args("update_pending_job")
-        assert (update.job_id, update.spec) == (JOB_ID, changed)
+        assert (update.job.job_id, update.job.workflow_id, update.job.submission, update.spec) == (
+            JOB_ID,
+            handle.id,
+            1,
+            changed,
+        )
 
         # The same annotations again: nothing to update.
         await pod_event(handle, PodEventKind.CHANGED)
@@ -575,28 +566,6 @@ async def test_an_invalid_workload_is_retried_on_a_backoff_without_repeating_its
         await handle.result()
     assert fakes.names().count("build_job_spec") == 3
     assert fakes.names().count("set_pod_condition") == 1
-
-
-@pytest.mark.parametrize(
-    ("state", "nodes"),
-    [("PENDING", ()), ("RUNNING", ("slurm-7",))],
-    ids=["reverted-to-pending", "running-elsewhere"],
-)
-async def test_a_lost_allocation_deletes_the_pod_then_cancels_the_job(
-    run_workload: Any, fakes: FakeActivities, state: str, nodes: tuple[str, ...]
-) -> None:
-    """After a slurmctld crash the job comes back PENDING, or RUNNING on other nodes: the pod no longer runs
-    where Slurm says; it is deleted, and once it stopped the job is cancelled (nothing runs twice)."""
-    async with run_workload() as handle:
-        await running_on(handle, fakes, "slurm-1")
-        await job_event(handle, state, "None", *nodes)
-        await fakes.called("delete_pods")
-        assert "cancel_job" not in fakes.names()
-        await pod_event(handle, PodEventKind.GONE)
-        assert await handle.result() == "the Slurm job lost its allocation"
-    names = fakes.names(skip=EVENTS)
-    assert names[-3:] == ["delete_pods", "cancel_job", "remove_finalizers"]
-    assert ("Warning", "SlurmAllocationLost") in fakes.events()
 
 
 async def test_the_same_allocation_reported_again_changes_nothing(run_workload: Any, fakes: FakeActivities) -> None:

@@ -131,6 +131,8 @@ class FakeSlurmClient:
         self._jobs: dict[int, _FakeJob] = {}
         self._next_job_id = 1
         self._jobs_changed = int(time.time())
+        self.started = int(time.time())
+        """slurmctld's start time, as ``diag`` reports it (``req_time_start``); a crash restarts it."""
         self._hooks: dict[str, deque[BaseException]] = {}
         self.closed = False
 
@@ -183,6 +185,7 @@ class FakeSlurmClient:
                 job = self._jobs.pop(job_id)
                 self._release(job)
         self._next_job_id = max(keep, default=0) + 1
+        self.started = max(int(time.time()), self.started + 1)
         self._touch()
 
     def purge_finished(self) -> None:
@@ -393,6 +396,7 @@ class FakeSlurmClient:
             jobs_submitted=self._next_job_id - 1,
             jobs_pending=states.count("PENDING"),
             jobs_running=states.count("RUNNING"),
+            req_time_start=self.started,
         )
 
     async def submit_job(self, job: JobDescMsg, *, script: str | None = None) -> int:

@@ -505,6 +505,9 @@ class Diag(_Model):
     schedule_queue_length: int | None = None
     bf_cycle_last: int | None = None
     req_time: NoValInt = None
+    req_time_start: NoValInt = None
+    """When the statistics started: slurmctld's start (or the last ``sdiag --reset``). The job watcher reads a
+    change as a controller restart."""
 
 
 class DiagResponse(OpenapiResponse):

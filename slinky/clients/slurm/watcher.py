@@ -21,6 +21,13 @@ the same IDs again. A job whose identity (by default its ``submit_time`` and ``n
 cached job with the same ID is reported as ``VANISHED`` (the old one) then ``ADDED`` (the new one). The
 ``admin_comment`` is not in the default identity because the bridge legitimately rewrites it on pending
 jobs; pass ``identity=`` to add a key the caller owns, e.g. a UID stored in the ``admin_comment``.
+
+Controller restarts: with ``controller_check_seconds`` set, the watcher also reads ``GET diag`` that often
+(and at once after a failed poll) and takes a change of ``req_time_start`` (when slurmctld's statistics began:
+its start) as a restart. The next poll is then a full list, and its diff is the reconcile of every job at
+once: jobs the restarted controller lost are ``VANISHED`` with ``controller_restart`` set, and so are jobs
+announced with :meth:`JobWatcher.expect` before that list was asked for and missing from it. A statistics
+reset (``sdiag --reset``) looks the same; the reconcile then finds nothing to report.
 """
 
 from __future__ import annotations
@@ -79,6 +86,8 @@ class JobEvent:
     observed_at: float = 0.0
     announced_at: float | None = None
     announced: JobInfo | None = None
+    controller_restart: bool = False
+    """Seen by the first full list after a detected slurmctld restart (a VANISHED job was lost by it)."""
 
 
 def default_identity(job: JobInfo) -> Hashable:
@@ -173,8 +182,16 @@ class JobWatcher:
         idle_full_poll_seconds: float = 30.0,
         fast_interval_seconds: float | None = None,
         fast_window_seconds: float = 3.0,
+        controller_check_seconds: float | None = None,
     ) -> None:
         self._client = client
+        self.controller_check_seconds = controller_check_seconds
+        self._controller_started: int | None = None
+        self._controller_checked = -float("inf")
+        self._check_controller_now = False
+        self._restart_seen = False
+        """A restart was detected and the full list that reconciles it has not been diffed yet."""
+        self.controller_restarts = 0
         self.interval_seconds = interval_seconds
         self.max_backoff_seconds = max_backoff_seconds
         self._identity = identity
@@ -270,6 +287,7 @@ class JobWatcher:
             return await call
         except SlurmError:
             self._need_resync = True
+            self._check_controller_now = True
             raise
         finally:
             self.polls += 1
@@ -293,9 +311,11 @@ class JobWatcher:
         Raises:
             SlurmError: The poll failed; the next poll resyncs.
         """
+        await self._check_controller()
         if self.state_probe and self._synced_once and not self._need_resync and not self._full_poll_due():
             return await self._probe_once()
         update_time = None if self._need_resync or self._last_update is None else self._last_update - 1
+        asked = time.monotonic()
         page = await self._counted(self._client.list_jobs(update_time))
         now = time.monotonic()
         self._need_resync = False
@@ -308,9 +328,48 @@ class JobWatcher:
         if not page.changed:
             return []
         events = self._diff(page.jobs, now)
+        if self._restart_seen:
+            self._restart_seen = False
+            events = self._after_restart(events, page.jobs, asked, now)
         self._synced_once = True
         self._synced.set()
         return await self._deliver(events)
+
+    async def _check_controller(self) -> None:
+        """Read slurmctld's start time when due (or after a failed poll); a change is a restart."""
+        if self.controller_check_seconds is None:
+            return
+        now = time.monotonic()
+        if not self._check_controller_now and now - self._controller_checked < self.controller_check_seconds:
+            return
+        diag = await self._counted(self._client.diag())
+        self._controller_checked, self._check_controller_now = now, False
+        started = diag.req_time_start
+        if started is None:
+            return
+        if self._controller_started is not None and started != self._controller_started:
+            logger.warning(
+                "slurmctld restarted (statistics since %s, before %s): reconciling every job",
+                started,
+                self._controller_started,
+            )
+            self.controller_restarts += 1
+            self._restart_seen = True
+            self._need_resync = True
+        self._controller_started = started
+
+    def _after_restart(self, events: list[JobEvent], jobs: list[JobInfo], asked: float, now: float) -> list[JobEvent]:
+        """Mark what the restart lost, including jobs announced before the list was asked for and not in it."""
+        known = {job.job_id for job in jobs} | {e.job_id for e in events if e.type is JobEventType.VANISHED}
+        lost = [
+            JobEvent(JobEventType.VANISHED, job_id, job, None, now)
+            for job_id, (job, since) in self._announced.items()
+            if job_id not in known and since < asked
+        ]
+        return [
+            replace(event, controller_restart=True) if event.type is JobEventType.VANISHED else event
+            for event in [*events, *lost]
+        ]
 
     def _diff(self, jobs: list[JobInfo], now: float) -> list[JobEvent]:
         events: list[JobEvent] = []

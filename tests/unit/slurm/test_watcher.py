@@ -319,3 +319,45 @@ async def test_waiting_jobs_and_running_nodes_follow_the_jobs() -> None:
     await fake.cancel_job(waiting)
     await watcher.poll_once()
     assert watcher.running_nodes() == set() and not watcher.has_waiting_jobs()
+
+
+async def test_a_controller_restart_is_seen_from_diag_and_reconciles_every_job_at_once() -> None:
+    """kill -9 of slurmctld: the state-probe poll alone would miss a reused id; the start time in ``diag`` makes
+    the next poll a full list whose diff marks every lost job, announced ones included."""
+    fake = fake_cluster()
+    watcher = JobWatcher(fake, state_probe=True, controller_check_seconds=0.0)
+    saved = await fake.submit_job(_job("saved"))
+    lost = await fake.submit_job(_job("lost"))
+    await watcher.poll_once()
+    unseen = await fake.submit_job(_job("unseen"))  # submitted, announced, never polled: lost too
+    watcher.expect(await fake.get_job(unseen))
+    assert watcher.controller_restarts == 0
+    fake.crash(keep_job_ids={saved})
+    reused = await fake.submit_job(_job("new owner"))
+    assert reused == lost, "the restarted controller hands out the lost id again"
+    events = await watcher.poll_once()
+    assert watcher.controller_restarts == 1
+    assert sorted((e.type, e.job_id, e.job.name, e.controller_restart) for e in events) == sorted(
+        [(VAN, lost, "lost", True), (A, reused, "new owner", False), (VAN, unseen, "unseen", True)]
+    )
+    assert _kinds(await watcher.poll_once()) == [], "one reconcile per restart"
+    assert watcher.controller_restarts == 1
+
+
+async def test_no_restart_no_reconcile_and_a_failed_poll_checks_the_controller_at_once() -> None:
+    fake = fake_cluster()
+    watcher = JobWatcher(fake, state_probe=True, controller_check_seconds=3600.0)
+    await fake.submit_job(_job())
+    await watcher.poll_once()
+    fake.calls.clear()
+    await watcher.poll_once()
+    assert "diag" not in fake.calls and "list_jobs" not in fake.calls, "not due: the cheap probe only"
+    fake.stop_controller()
+    with pytest.raises(SlurmUnavailable):
+        await watcher.poll_once()
+    fake.crash(keep_job_ids=set())
+    fake.start_controller()
+    fake.calls.clear()
+    events = await watcher.poll_once()
+    assert fake.calls[:2] == ["diag", "list_jobs"], "after an outage: the start time first, then a full list"
+    assert watcher.controller_restarts == 1 and [e.controller_restart for e in events] == [True]

@@ -1,0 +1,131 @@
+"""Job identity: a job is named by id AND owner (workflow, submission) before the bridge acts on it.
+
+slurmctld reuses job ids after a crash (slurm.md §9): cancel, update and read check the job's ``comment`` on a
+fresh read, and a job that became another workload's is spared, never cancelled.
+"""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.slurm import SlurmActivities, cancel_owned_job
+from slinky import telemetry
+from slinky.clients.slurm import FakeSlurmClient, JobDescMsg
+from slinky.models.jobspec import SlurmJobSpec
+from slinky.models.workload import (
+    JobRef,
+    SubmitInput,
+    UpdateJobInput,
+    job_comment_for,
+    job_owner_from_comment,
+    owns_job,
+)
+from tests.unit.slurm.helpers import fake_cluster
+from tests.unit.test_submit_activity import Gate, Index
+
+WID = "workload/ns/uid"
+SPEC = SlurmJobSpec(pods=("ns/p",), partition="p", min_nodes=1, max_nodes=1)
+
+
+def test_the_comment_names_workflow_and_submission_and_reads_back() -> None:
+    assert job_comment_for(WID, 2) == '{"slinkyWorkflowId":"workload/ns/uid","slinkySubmission":2}'
+    assert job_owner_from_comment(job_comment_for(WID, 2)) == (WID, 2)
+    assert job_owner_from_comment(job_comment_for(WID)) == (WID, None)
+    for junk in (None, "", "x", "[1]", '{"slinkyWorkflowId": 3}', '{"other": "a"}'):
+        assert job_owner_from_comment(junk) is None
+
+
+@pytest.mark.parametrize(
+    ("comment", "submission", "owned"),
+    [
+        (job_comment_for(WID, 1), 1, True),
+        (job_comment_for(WID, 1), 2, False),  # an earlier submission of the same workflow
+        (job_comment_for("workload/ns/other", 1), 1, False),  # the id was reused by another workload
+        (job_comment_for(WID), 2, True),  # submitted by a bridge that did not number submissions
+        (None, 1, False),  # a job that is not the bridge's
+    ],
+)
+def test_ownership(comment: str | None, submission: int, owned: bool) -> None:
+    assert owns_job(comment, WID, submission) is owned
+
+
+async def _job(fake: FakeSlurmClient, comment: str) -> int:
+    return await fake.allocate_job(JobDescMsg(name="j", partition="p", flags=["EXTERNAL_JOB"], comment=comment))
+
+
+async def test_a_job_of_ours_is_cancelled() -> None:
+    fake = fake_cluster()
+    job_id = await _job(fake, job_comment_for(WID, 1))
+    assert await cancel_owned_job(fake, JobRef(job_id=job_id, workflow_id=WID, submission=1))
+    assert (await fake.get_job(job_id)).state == "CANCELLED"
+
+
+@pytest.mark.parametrize(
+    "comment", [job_comment_for("workload/ns/other", 1), job_comment_for(WID, 2)], ids=["other-workload", "resubmitted"]
+)
+async def test_a_reused_id_is_spared_and_counted(comment: str) -> None:
+    fake = fake_cluster()
+    mine = await _job(fake, job_comment_for(WID, 1))
+    fake.crash(keep_job_ids=set())
+    theirs = await _job(fake, comment)
+    assert theirs == mine
+    spared = telemetry.REGISTRY.get_sample_value("slinky_bridge_foreign_jobs_spared_total") or 0.0
+    fake.calls.clear()
+    assert not await cancel_owned_job(fake, JobRef(job_id=mine, workflow_id=WID, submission=1))
+    assert fake.calls == ["get_job"], "read, never cancelled"
+    assert (await fake.get_job(theirs)).state == "RUNNING"
+    assert telemetry.REGISTRY.get_sample_value("slinky_bridge_foreign_jobs_spared_total") == spared + 1
+
+
+async def test_a_gone_or_finished_job_needs_no_cancel() -> None:
+    fake = fake_cluster()
+    assert not await cancel_owned_job(fake, JobRef(job_id=99, workflow_id=WID))
+    job_id = await _job(fake, job_comment_for(WID, 1))
+    await fake.cancel_job(job_id)
+    fake.calls.clear()
+    assert not await cancel_owned_job(fake, JobRef(job_id=job_id, workflow_id=WID, submission=1))
+    assert fake.calls == ["get_job"]
+
+
+async def test_read_and_update_of_a_reused_id_say_the_job_is_gone() -> None:
+    fake = fake_cluster()
+    acts = SlurmActivities(fake, Index())
+    mine = await fake.submit_job(
+        JobDescMsg(name="j", partition="p", flags=["EXTERNAL_JOB"], comment=job_comment_for(WID, 1))
+    )
+    fake.crash(keep_job_ids=set())
+    await fake.submit_job(
+        JobDescMsg(name="j", partition="p", flags=["EXTERNAL_JOB"], comment=job_comment_for("w/x", 1))
+    )
+    ref = JobRef(job_id=mine, workflow_id=WID, submission=1)
+    env = ActivityEnvironment()
+    event = await env.run(acts.get_job, ref)
+    assert (event.state, event.submission) == ("VANISHED", 1)
+    update = await env.run(acts.update_pending_job, UpdateJobInput(job=ref, spec=SPEC))
+    assert not update.updated and "another job" in update.error_message
+    assert "update_job" not in fake.calls
+
+
+async def test_readoption_allocates_exactly_the_pods_nodes_at_once_without_the_gate() -> None:
+    fake, gate = fake_cluster(nodes=3), Gate(open_=False)
+    acts = SlurmActivities(fake, Index(), gate)
+    result = await ActivityEnvironment().run(
+        acts.submit_placeholder_job, SubmitInput(workflow_id=WID, spec=SPEC, submission=2, nodes=["n-3"])
+    )
+    assert result.job_id is not None and result.nodes == ["n-3"]
+    assert fake.calls == ["allocate_job", "get_job"] and gate.asked == []
+    job = await fake.get_job(result.job_id)
+    assert job.is_running and job.comment == job_comment_for(WID, 2)
+
+
+async def test_readoption_on_nodes_given_to_another_job_is_refused_never_queued() -> None:
+    fake = fake_cluster(nodes=2)
+    await fake.allocate_job(JobDescMsg(name="x", partition="p", flags=["EXTERNAL_JOB"], required_nodes=["n-2"]))
+    fake.calls.clear()
+    acts = SlurmActivities(fake, Index(), Gate(open_=True))
+    result = await ActivityEnvironment().run(
+        acts.submit_placeholder_job, SubmitInput(workflow_id=WID, spec=SPEC, submission=2, nodes=["n-2"])
+    )
+    assert (result.job_id, result.error_number) == (None, 2016)
+    assert fake.calls == ["allocate_job"], "no job/submit: a queued job would not hold the pods' node"
