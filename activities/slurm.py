@@ -46,6 +46,10 @@ from slinky.models.workload import (
 )
 
 logger = logging.getLogger(__name__)
+READOPT_PRIORITY = 4294967293
+"""The highest priority a job can be given (0xfffffffd; NO_VAL and INFINITE are the two above)."""
+NODES_BUSY = 2016
+"""ESLURM_NODES_BUSY: the requested nodes are allocated to another job."""
 
 
 class JobIndex(Protocol):
@@ -209,19 +213,29 @@ class SlurmActivities:
         given to another job meanwhile) is a result for the workflow's conflict policy, never a queued job.
 
         ``required_nodes`` is safe here although the translator never sets it (upstream #43: a required node
-        that disappears fails every job naming it): an immediate allocation never waits on it.
+        that disappears fails every job naming it): an immediate allocation never waits on it. The job asks
+        for the top priority: pods already run there, so no waiting job could use those nodes, yet Slurm
+        refuses an immediate allocation that is not at the top of its partition (2013, measured). Setting a
+        priority needs an operator; without that right the allocation is asked again at the usual priority.
         """
-        desc.update(required_nodes=list(nodes), min_nodes=len(nodes), max_nodes=len(nodes))
+        desc.update(required_nodes=list(nodes), minimum_nodes=len(nodes), maximum_nodes=len(nodes))
         desc.pop("excluded_nodes", None)
-        msg = JobDescMsg.model_validate(desc)
-        try:
-            job_id = await self.slurm.allocate_job(msg)
-        except SlurmUnavailable as err:
-            raise _unavailable(err) from err
-        except (SlurmRejected, SlurmNotFound) as err:
-            telemetry.JOB_SUBMITS.labels("readopt_refused").inc()
-            number = err.error_number if isinstance(err, SlurmRejected) else None
-            return SubmitResult(error_number=number, error_message=_rejection_text(err))
+        for priority in (READOPT_PRIORITY, None):
+            msg = JobDescMsg.model_validate({**desc, "priority": priority})
+            try:
+                job_id = await self.slurm.allocate_job(msg)
+                break
+            except SlurmUnavailable as err:
+                raise _unavailable(err) from err
+            except (SlurmRejected, SlurmNotFound) as err:
+                number = err.error_number if isinstance(err, SlurmRejected) else None
+                if number == NODES_BUSY:
+                    return await self._readopt_queued(msg, err)
+                if priority is not None:
+                    logger.info("re-adoption at the top priority refused (%s); asking at the usual one", err)
+                    continue
+                telemetry.JOB_SUBMITS.labels("readopt_refused").inc()
+                return SubmitResult(error_number=number, error_message=_rejection_text(err))
         telemetry.JOB_SUBMITS.labels("readopted").inc()
         try:
             job: JobInfo | None = await self.slurm.get_job(job_id)
@@ -230,6 +244,32 @@ class SlurmActivities:
         if job is not None:
             self.index.expect(job)
         return SubmitResult(job_id=job_id, nodes=_running_nodes(job) if job is not None else list(nodes))
+
+    async def _readopt_queued(self, msg: JobDescMsg, busy: SlurmError) -> SubmitResult:
+        """Slurm gave the pods' nodes to another job before the re-adoption: queue the placeholder on exactly
+        those nodes (at the top priority when allowed), so Slurm hands them back to it, and to no other job,
+        as soon as they are free. The pods keep running meanwhile (docs/bridge.md, "When slurmctld crashes")."""
+        try:
+            job_id = await self.slurm.submit_job(msg)
+        except SlurmUnavailable as err:
+            raise _unavailable(err) from err
+        except SlurmRejected as err:
+            telemetry.JOB_SUBMITS.labels("readopt_refused").inc()
+            return SubmitResult(error_number=err.error_number, error_message=_rejection_text(err))
+        telemetry.JOB_SUBMITS.labels("readopt_queued").inc()
+        self.index.expect(
+            JobInfo(
+                job_id=job_id,
+                name=msg.name or "",
+                job_state=["PENDING"],
+                state_reason="None",
+                partition=msg.partition or "",
+                comment=msg.comment or "",
+                admin_comment=msg.admin_comment or "",
+                flags=list(msg.flags or ()),
+            )
+        )
+        return SubmitResult(job_id=job_id, error_number=NODES_BUSY, error_message=_rejection_text(busy))
 
     async def _find_live_job(self, workflow_id: str, submission: int | None) -> JobInfo | None:
         page = await self.slurm.list_jobs()

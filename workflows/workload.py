@@ -12,9 +12,10 @@ event costs throughput on a single-shard server; each verb takes the whole membe
 
 Slurm losing the job (a slurmctld crash loses its last seconds of state and reuses job ids): a job lost
 before it started is resubmitted (same pods, a new job); a job lost while its pods run is re-adopted (a new
-placeholder allocated at once on the very nodes the pods run on) and, only if Slurm gave those nodes to another
-job meanwhile, the pods are deleted with a Warning that says so. Every verb names the job by id AND by this
-workflow's submission number (the job's ``comment``), so a reused id is never acted on (docs/bridge.md).
+placeholder allocated at once on the very nodes the pods run on); if Slurm gave those nodes to another job
+meanwhile, the pods keep running and the new placeholder waits for exactly those nodes at the top priority.
+Every verb names the job by id AND by this workflow's submission number (the job's ``comment``), so a reused
+id is never acted on (docs/bridge.md, "When slurmctld crashes").
 
 Gang policy: a member lost before the job starts cancels the job; the gang gathers again and resubmits. After
 the start, the gang lives and dies together: when every member finished the job is cancelled; when one member
@@ -168,6 +169,8 @@ class WorkloadWorkflow:
         """The submit got the nodes at once (an immediate allocation): bind before recording Events."""
         self.allocation: tuple[str, ...] = ()
         """The Slurm nodes the members were bound to."""
+        self.readopt_waiting = False
+        """The re-adopting job is queued for the members' nodes (Slurm gave them away): PENDING is expected."""
         self.early: list[PodEvent] = []
         """Pod events applied before ``run`` (signal-with-start): kept until the input says who is who."""
 
@@ -689,7 +692,7 @@ class WorkloadWorkflow:
             for m in state.members
         }
         self.job_id, self.job, self.spec = state.job_id, state.job, state.spec
-        self.submission = state.submission
+        self.submission, self.readopt_waiting = state.submission, state.readopt_waiting
         self.submit_attempts, self.rechecks = state.submit_attempts, state.rechecks
         self.rechecks_at_start = state.rechecks
         self.phase = Phase.RUNNING
@@ -718,6 +721,7 @@ class WorkloadWorkflow:
             submit_attempts=self.submit_attempts,
             rechecks=self.rechecks,
             submission=self.submission,
+            readopt_waiting=self.readopt_waiting,
         )
         workflow.continue_as_new(self.inp.model_copy(update={"resume": state}))
 
@@ -739,6 +743,10 @@ class WorkloadWorkflow:
         job = self.job
         if job is None or not self.allocation:
             return False
+        if self.readopt_waiting:
+            if job.state != "RUNNING":
+                return False
+            self.readopt_waiting = False  # Slurm handed the nodes back: the job holds them again
         return job.state == "PENDING" or (
             job.state == "RUNNING" and bool(job.nodes) and sorted(job.nodes) != sorted(self.allocation)
         )
@@ -770,18 +778,29 @@ class WorkloadWorkflow:
             retry.SLURM,
         )
         if res.job_id is None:
+            # Slurm refused even a queued job on these nodes (e.g. a node left the partition): nothing can hold
+            # them for the pods any more, so they go, with the reason.
             self.job_id = self.submission = None
             raise Ended(
                 await self._delete_members_and_clean_up(
                     REASON_ALLOCATION_LOST,
-                    f"{lost}, and its nodes {', '.join(nodes)} could not be given back ({res.error_message}):"
-                    " Slurm has allocated them to another job; deleting the pod",
-                    "Slurm lost the job and gave its nodes to another",
+                    f"{lost}, and Slurm refused a new job on its nodes {', '.join(nodes)} ({res.error_message});"
+                    " deleting the pod",
+                    "Slurm lost the job and refused a new one on its nodes",
                 )
             )
         self.job_id, self.submission = res.job_id, submission
-        self.job = JobEvent(job_id=res.job_id, state="RUNNING", nodes=res.nodes or nodes, submission=submission)
-        self.allocation = tuple(self.job.nodes)
+        self.readopt_waiting = not res.nodes
+        if res.nodes:
+            self.job = JobEvent(job_id=res.job_id, state="RUNNING", nodes=res.nodes, submission=submission)
+            self.allocation = tuple(self.job.nodes)
+            how = f"re-adopted as job {res.job_id} on {', '.join(nodes)}"
+        else:
+            self.job = JobEvent(job_id=res.job_id, state="PENDING", submission=submission)
+            how = (
+                f"Slurm gave {', '.join(nodes)} to another job meanwhile ({res.error_message}): the pods keep"
+                f" running, and job {res.job_id} waits for exactly those nodes at the top priority"
+            )
         self._set_phase(Phase.RUNNING, SA_JOB_ID.value_set(res.job_id))
         alive = [m for m in self._in_job() if not m.stopped]
         labelled = await self._call(
@@ -791,9 +810,7 @@ class WorkloadWorkflow:
         )
         self._mark_gone(labelled.gone)
         self.message = f"bound to {', '.join(sorted({m.node for m in alive}))} by Slurm job {res.job_id}"
-        await self._event(
-            REASON_JOB_LOST, f"{lost}; re-adopted as job {res.job_id} on {', '.join(nodes)}", "Warning", alive
-        )
+        await self._event(REASON_JOB_LOST, f"{lost}; {how}", "Warning", alive)
         self.step = "running"
 
     async def _end_by_lost_allocation(self) -> str:

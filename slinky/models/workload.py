@@ -149,6 +149,8 @@ class ResumeState(_Msg):
     rechecks: int = 0
     submission: int | None = None
     """Which submission the job is (its ``comment``); None for runs started before submissions were numbered."""
+    readopt_waiting: bool = False
+    """The job re-adopting the members' nodes is still queued for them."""
 
 
 class PodEventKind(StrEnum):

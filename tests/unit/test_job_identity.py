@@ -119,13 +119,35 @@ async def test_readoption_allocates_exactly_the_pods_nodes_at_once_without_the_g
     assert job.is_running and job.comment == job_comment_for(WID, 2)
 
 
-async def test_readoption_on_nodes_given_to_another_job_is_refused_never_queued() -> None:
+async def test_readoption_on_nodes_given_to_another_job_queues_for_exactly_those_nodes() -> None:
     fake = fake_cluster(nodes=2)
-    await fake.allocate_job(JobDescMsg(name="x", partition="p", flags=["EXTERNAL_JOB"], required_nodes=["n-2"]))
+    holder = await fake.allocate_job(
+        JobDescMsg(name="x", partition="p", flags=["EXTERNAL_JOB"], required_nodes=["n-2"])
+    )
     fake.calls.clear()
     acts = SlurmActivities(fake, Index(), Gate(open_=True))
     result = await ActivityEnvironment().run(
         acts.submit_placeholder_job, SubmitInput(workflow_id=WID, spec=SPEC, submission=2, nodes=["n-2"])
     )
-    assert (result.job_id, result.error_number) == (None, 2016)
-    assert fake.calls == ["allocate_job"], "no job/submit: a queued job would not hold the pods' node"
+    assert result.job_id is not None and (result.nodes, result.error_number) == ([], 2016)
+    assert fake.calls == ["allocate_job", "submit_job"]
+    fake.tick()
+    assert (await fake.get_job(result.job_id)).is_pending, "n-1 is free, but the job wants the pods' node"
+    await fake.cancel_job(holder)
+    fake.tick()
+    job = await fake.get_job(result.job_id)
+    assert job.is_running and job.nodes == "n-2"
+
+
+async def test_readoption_outranks_a_waiting_job_as_on_the_real_slurm() -> None:
+    """Measured on 26.05: with a job waiting for nodes, an immediate allocation of a free node is refused (2013)
+    unless it has the top priority; the pods run there already, so the re-adoption asks for it."""
+    fake = fake_cluster(nodes=2)
+    await fake.allocate_job(JobDescMsg(name="x", partition="p", flags=["EXTERNAL_JOB"], required_nodes=["n-1"]))
+    await fake.submit_job(JobDescMsg(name="waits", partition="p", flags=["EXTERNAL_JOB"], minimum_nodes=2))
+    fake.calls.clear()
+    result = await ActivityEnvironment().run(
+        SlurmActivities(fake, Index()).submit_placeholder_job,
+        SubmitInput(workflow_id=WID, spec=SPEC, submission=2, nodes=["n-2"]),
+    )
+    assert result.nodes == ["n-2"] and fake.calls == ["allocate_job", "get_job"]

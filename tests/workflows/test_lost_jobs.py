@@ -133,24 +133,50 @@ async def test_a_job_back_to_pending_after_a_crash_is_released_then_readopted(
     assert "delete_pods" not in names
 
 
-async def test_nodes_given_to_another_job_delete_the_pods_with_a_warning_and_cancel_nothing(
+async def test_nodes_given_to_another_job_keep_the_pods_and_a_queued_job_waits_for_them(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    """Slurm gave the node to a job submitted right after its restart: the pods are not punished for it; the
+    re-adopting job waits in the queue for that node (PENDING is expected), then holds it again."""
+    fakes.submit = [
+        SubmitResult(job_id=JOB_ID),
+        SubmitResult(job_id=NEW_JOB, error_number=2016, error_message="Requested nodes are busy (2016)"),
+    ]
+    async with run_workload() as handle:
+        await running_on(handle, fakes, "slurm-1")
+        await vanished(handle, cause="controller restart")
+        await fakes.called("submit_placeholder_job", 2)
+        await step_is(handle, "running")
+        await job_event(handle, "PENDING", "Resources", job_id=NEW_JOB)
+        await job_event(handle, "RUNNING", "None", "slurm-1", job_id=NEW_JOB)
+        await pod_event(handle, PodEventKind.TERMINAL)
+        assert await handle.result() == "the workload ended"
+    names = fakes.names(skip=EVENTS)
+    assert "delete_pods" not in names
+    assert names[-4:] == ["submit_placeholder_job", "label_pods", "cancel_job", "remove_finalizers"]
+    assert fakes.args("cancel_job")[0].job_id == NEW_JOB
+    [lost] = [e for e in fakes.args("record_event") if e.reason == "SlurmJobLost"]
+    assert "the pods keep running" in lost.message and f"job {NEW_JOB} waits for exactly those nodes" in lost.message
+
+
+async def test_a_new_job_refused_on_the_nodes_deletes_the_pods_with_a_warning(
     run_workload: Any, fakes: FakeActivities
 ) -> None:
     fakes.submit = [
         SubmitResult(job_id=JOB_ID),
-        SubmitResult(error_number=2016, error_message="Requested nodes are busy (2016)"),
+        SubmitResult(error_number=2004, error_message="Requested node configuration is not available (2004)"),
     ]
     async with run_workload() as handle:
         await running_on(handle, fakes, "slurm-1")
         await vanished(handle, cause="controller restart")
         await fakes.called("delete_pods")
         await pod_event(handle, PodEventKind.GONE)
-        assert await handle.result() == "Slurm lost the job and gave its nodes to another"
+        assert await handle.result() == "Slurm lost the job and refused a new one on its nodes"
     assert "cancel_job" not in fakes.names()
     [warning] = [e for e in fakes.args("record_event") if e.reason == "SlurmAllocationLost"]
     assert warning.type == "Warning"
     assert f"Slurm lost job {JOB_ID} (controller restart)" in warning.message
-    assert "slurm-1" in warning.message and "Requested nodes are busy" in warning.message
+    assert "slurm-1" in warning.message and "not available" in warning.message
 
 
 async def test_an_event_of_an_earlier_submission_with_a_reused_id_is_ignored(

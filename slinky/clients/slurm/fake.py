@@ -408,15 +408,20 @@ class FakeSlurmClient:
         """Start a job now or refuse, as ``job/allocate`` with ``immediate`` does (measured on 26.05).
 
         Refused (a FAILED record stays, reason BadConstraints): 2013 when an older job of the partition is
-        pending (the fake's priority is FIFO), 2016 when too few nodes are free.
+        pending (the fake's priority is FIFO, unless the job sets a higher ``priority``), 2016 when too few
+        nodes are free.
         """
         self._enter("allocate_job", "POST")
         job_id = self._queue(
             job, None, "job/allocate", "Job allocation request failed", "slurm_allocate_resources_blocking()"
         )
         fake = self._jobs[job_id]
+        # FIFO among jobs without an explicit priority; an explicit (operator-set) one outranks them.
         older_pending = any(
-            j.state == "PENDING" and j.job_id < job_id and j.desc.partition == job.partition
+            j.state == "PENDING"
+            and j.job_id < job_id
+            and j.desc.partition == job.partition
+            and (j.desc.priority or 0) >= (job.priority or 0)
             for j in self._jobs.values()
         )
         if older_pending or not self._start(fake):

@@ -23,11 +23,19 @@ cached job with the same ID is reported as ``VANISHED`` (the old one) then ``ADD
 jobs; pass ``identity=`` to add a key the caller owns, e.g. a UID stored in the ``admin_comment``.
 
 Controller restarts: with ``controller_check_seconds`` set, the watcher also reads ``GET diag`` that often
-(and at once after a failed poll) and takes a change of ``req_time_start`` (when slurmctld's statistics began:
-its start) as a restart. The next poll is then a full list, and its diff is the reconcile of every job at
-once: jobs the restarted controller lost are ``VANISHED`` with ``controller_restart`` set, and so are jobs
-announced with :meth:`JobWatcher.expect` before that list was asked for and missing from it. A statistics
-reset (``sdiag --reset``) looks the same; the reconcile then finds nothing to report.
+and takes a change of ``req_time_start`` (when slurmctld's statistics began: its start) as a restart. The next
+poll is then a full list, and its diff is the reconcile of every job at once: jobs the restarted controller
+lost are ``VANISHED`` with ``controller_restart`` set, and so are jobs announced with
+:meth:`JobWatcher.expect` before that list was asked for and missing from it. A statistics reset
+(``sdiag --reset``) looks the same; the reconcile then finds nothing to report.
+
+The restart is looked for at once, not at the next ``controller_check_seconds``, whenever there is a hint:
+a failed poll (then ``GET ping``, which slurmrestd answers in milliseconds while slurmctld is down, is asked
+every interval until a controller responds, instead of a job poll that waits 10 s for a dead controller); a
+poll that took over a second (slurmrestd waited for a controller that came back); a job that went back to
+PENDING or came back from a finished state (read to compare its identity); and a job id announced by a
+submitter that the watcher knows as another job (ids only repeat after a controller lost its state). Nodes
+of jobs a restarted controller lost look free to it until their owners re-adopt them, so these seconds count.
 """
 
 from __future__ import annotations
@@ -88,6 +96,18 @@ class JobEvent:
     announced: JobInfo | None = None
     controller_restart: bool = False
     """Seen by the first full list after a detected slurmctld restart (a VANISHED job was lost by it)."""
+
+
+SLOW_POLL_SECONDS = 1.0
+"""A poll slower than this hints at a controller restart (slurmrestd retries a dead controller for 10 s)."""
+
+
+def _went_back(old: JobInfo, state: list[str]) -> bool:
+    """A state change no job makes by itself (RUNNING back to PENDING, a finished job live again): after a
+    slurmctld crash it is an earlier saved state or another job with the same id, so the job is read."""
+    pending = "PENDING" in state
+    live = pending or "RUNNING" in state
+    return (old.is_running and pending) or (old.is_finished and live)
 
 
 def default_identity(job: JobInfo) -> Hashable:
@@ -191,6 +211,8 @@ class JobWatcher:
         self._check_controller_now = False
         self._restart_seen = False
         """A restart was detected and the full list that reconciles it has not been diffed yet."""
+        self._wake = asyncio.Event()
+        """Set to cut the wait before the next poll short (a restart hint arrived)."""
         self.controller_restarts = 0
         self.interval_seconds = interval_seconds
         self.max_backoff_seconds = max_backoff_seconds
@@ -265,9 +287,23 @@ class JobWatcher:
     def expect(self, job: JobInfo) -> None:
         """Announce a job this process just submitted: in state-probe mode its first sighting needs no extra
         read (its name, comments and limits are known; the probe supplies its state), the poll runs at
-        ``fast_interval_seconds`` while it is young and pending, and its events carry ``announced_at``."""
+        ``fast_interval_seconds`` while it is young and pending, and its events carry ``announced_at``.
+
+        A new job with the id of a job the watcher knows as another one proves that slurmctld lost state:
+        the restart is looked for at once."""
+        known = self._jobs.get(job.job_id)
+        if known is not None and self._identity(known) != self._identity(job) and not known.is_finished:
+            logger.warning("Slurm handed out job id %s again: looking for a controller restart now", job.job_id)
+            self.suspect_restart()
         self._announced[job.job_id] = (job, time.monotonic())
         self._version += 1
+
+    def suspect_restart(self) -> None:
+        """A hint that slurmctld restarted: check its start time and poll the full list now."""
+        if self.controller_check_seconds is not None:
+            self._check_controller_now = True
+            self._need_resync = True
+            self._wake.set()
 
     def current_interval(self) -> float:
         """The wait before the next poll: ``fast_interval_seconds`` while a job announced by :meth:`expect`
@@ -385,14 +421,19 @@ class JobWatcher:
     def _diff_one(self, job: JobInfo, now: float, events: list[JobEvent]) -> None:
         """Compare one sighting with the cache, append its events, and cache it."""
         old = self._jobs.get(job.job_id)
-        # An announced job (see expect) has no submit_time yet: its first real sighting is the same job.
-        if old is not None and old.submit_time is not None and self._identity(old) != self._identity(job):
+        if old is not None and old.submit_time is None:
+            # An announced job (see expect) has no submit_time yet: compare everything else of its identity.
+            old_key = self._identity(old.model_copy(update={"submit_time": job.submit_time}))
+        else:
+            old_key = self._identity(old) if old is not None else None
+        if old is not None and old_key != self._identity(job):
             logger.info(
                 "Slurm job ID %s was reused (slurmctld lost the old job)",
                 job.job_id,
                 extra={"job_id": job.job_id},
             )
-            events.append(JobEvent(JobEventType.VANISHED, job.job_id, old, None, now))
+            events.append(JobEvent(JobEventType.VANISHED, job.job_id, old, None, now, controller_restart=True))
+            self.suspect_restart()
             old = None
         if old is None:
             events.append(JobEvent(JobEventType.ADDED, job.job_id, job, None, now))
@@ -428,7 +469,7 @@ class JobWatcher:
             hint = self._announced.get(job_id) if old is None else None
             if old is None and hint is not None and ("RUNNING" not in state or hint[0].is_running):
                 self._diff_one(hint[0].model_copy(update={"job_state": state}), now, events)
-            elif old is None or ("RUNNING" in state and not old.is_running):
+            elif old is None or ("RUNNING" in state and not old.is_running) or _went_back(old, state):
                 to_read.append(job_id)
             elif old.job_state != state:
                 self._diff_one(old.model_copy(update={"job_state": state}), now, events)
@@ -488,12 +529,37 @@ class JobWatcher:
                 self.consecutive_errors += 1
                 delay = min(max(delay * 2, self.interval_seconds), self.max_backoff_seconds)
                 logger.warning("job watcher poll failed (%s); resyncing in %.2f s", type(exc).__name__, delay)
-                await asyncio.sleep(delay)
+                await self._await_controller(delay)
                 continue
             self.consecutive_errors = 0
             delay = self.interval_seconds
+            if time.monotonic() - started > SLOW_POLL_SECONDS:
+                self.suspect_restart()  # slurmrestd waited for a controller: it may be a new one
             # Keep the period fixed: one request per interval, however long the poll took.
-            await asyncio.sleep(max(0.0, self.current_interval() - (time.monotonic() - started)))
+            await self._sleep(max(0.0, self.current_interval() - (time.monotonic() - started)))
+
+    async def _sleep(self, seconds: float) -> None:
+        """Wait before the next poll; a restart hint (:meth:`suspect_restart`) ends the wait at once."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        self._wake.clear()
+
+    async def _await_controller(self, backoff: float) -> None:
+        """After a failed poll: wait for a responding controller with ``GET ping`` (answered in milliseconds
+        while slurmctld is down, where a job poll waits 10 s), one per interval; ``backoff`` when slurmrestd
+        itself fails. Without restart detection, just wait ``backoff``."""
+        if self.controller_check_seconds is None:
+            await asyncio.sleep(backoff)
+            return
+        while True:
+            try:
+                pings = await self._client.ping()
+            except SlurmError:
+                await asyncio.sleep(backoff)
+                return
+            if any(p.responding for p in pings):
+                return
+            await asyncio.sleep(self.interval_seconds)
 
     def start(self) -> asyncio.Task[None]:
         """Start :meth:`run` as a background task (idempotent)."""

@@ -361,3 +361,57 @@ async def test_no_restart_no_reconcile_and_a_failed_poll_checks_the_controller_a
     events = await watcher.poll_once()
     assert fake.calls[:2] == ["diag", "list_jobs"], "after an outage: the start time first, then a full list"
     assert watcher.controller_restarts == 1 and [e.controller_restart for e in events] == [True]
+
+
+async def test_state_probe_reads_a_job_that_went_back_to_pending_and_finds_another_job() -> None:
+    """The probe alone sees "job 13 PENDING"; the job it cached as 13 was RUNNING and announced by the bridge,
+    so it has no submit_time. Going back to PENDING is read, and the read shows another owner: a reuse."""
+    fake = fake_cluster()
+    watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=3600, identity=lambda j: (j.name, j.comment))
+    await watcher.poll_once()
+    mine = await fake.allocate_job(_job("mine", comment="w1"))
+    watcher.expect((await fake.get_job(mine)).model_copy(update={"submit_time": None}))
+    await watcher.poll_once()
+    fake.crash(keep_job_ids=set())
+    theirs = await fake.submit_job(_job("theirs", comment="w2", hold=True))
+    assert theirs == mine
+    fake.calls.clear()
+    events = await watcher.poll_once()
+    assert fake.calls == ["job_states", "get_job"], "went back to PENDING: read"
+    assert [(e.type, e.job.comment, e.controller_restart) for e in events] == [(VAN, "w1", True), (A, "w2", False)]
+
+
+async def test_an_announced_id_that_the_watcher_knows_as_another_job_makes_the_next_poll_a_reconcile() -> None:
+    fake = fake_cluster()
+    watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=3600, controller_check_seconds=3600.0)
+    first = await fake.submit_job(_job("first"))
+    await watcher.poll_once()
+    fake.crash(keep_job_ids=set())
+    again = await fake.submit_job(_job("second"))
+    assert again == first
+    watcher.expect(await fake.get_job(again))
+    fake.calls.clear()
+    events = await watcher.poll_once()
+    assert fake.calls[:2] == ["diag", "list_jobs"], "not due for an hour, but the submit proved a restart"
+    assert watcher.controller_restarts == 1
+    assert [(e.type, e.job.name, e.controller_restart) for e in events] == [(VAN, "first", True), (A, "second", False)]
+
+
+async def test_during_an_outage_the_loop_pings_and_reconciles_as_soon_as_a_controller_answers() -> None:
+    fake = fake_cluster()
+    watcher = JobWatcher(fake, state_probe=True, interval_seconds=0.01, controller_check_seconds=3600.0)
+    job_id = await fake.submit_job(_job("lost"))
+    vanished = asyncio.Event()
+    watcher.add_callback(lambda e: vanished.set() if e.type is VAN and e.controller_restart else None)
+    async with watcher.running():
+        await watcher.wait_synced(timeout=5)
+        fake.stop_controller()
+        await asyncio.sleep(0.1)
+        assert "ping" in fake.calls, "a dead controller is watched with ping, not with job polls"
+        polls = fake.calls.count("job_states") + fake.calls.count("list_jobs")
+        await asyncio.sleep(0.1)
+        assert fake.calls.count("job_states") + fake.calls.count("list_jobs") == polls
+        fake.crash(keep_job_ids=set())
+        fake.start_controller()
+        await asyncio.wait_for(vanished.wait(), 2)
+    assert watcher.controller_restarts == 1 and job_id not in watcher.jobs
