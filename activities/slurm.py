@@ -48,8 +48,6 @@ from slinky.models.workload import (
 logger = logging.getLogger(__name__)
 READOPT_PRIORITY = 4294967293
 """The highest priority a job can be given (0xfffffffd; NO_VAL and INFINITE are the two above)."""
-NODES_BUSY = 2016
-"""ESLURM_NODES_BUSY: the requested nodes are allocated to another job."""
 
 
 class JobIndex(Protocol):
@@ -229,7 +227,8 @@ class SlurmActivities:
                 raise _unavailable(err) from err
             except (SlurmRejected, SlurmNotFound) as err:
                 number = err.error_number if isinstance(err, SlurmRejected) else None
-                if number == NODES_BUSY:
+                if number in ALLOCATE_NOT_NOW_NUMBERS:
+                    # Busy (given to another job), or behind an equal top priority (another re-adoption queued)
                     return await self._readopt_queued(msg, err)
                 if priority is not None:
                     logger.info("re-adoption at the top priority refused (%s); asking at the usual one", err)
@@ -246,9 +245,10 @@ class SlurmActivities:
         return SubmitResult(job_id=job_id, nodes=_running_nodes(job) if job is not None else list(nodes))
 
     async def _readopt_queued(self, msg: JobDescMsg, busy: SlurmError) -> SubmitResult:
-        """Slurm gave the pods' nodes to another job before the re-adoption: queue the placeholder on exactly
-        those nodes (at the top priority when allowed), so Slurm hands them back to it, and to no other job,
-        as soon as they are free. The pods keep running meanwhile (docs/bridge.md, "When slurmctld crashes")."""
+        """Slurm cannot give the pods' nodes back at once (it gave them to another job, 2016, or another
+        re-adoption waits at the same top priority, 2013): queue the placeholder on exactly those nodes (at the
+        top priority when allowed), so Slurm hands them to it, and to no other job, as soon as they are free.
+        The pods keep running meanwhile (docs/bridge.md, "When slurmctld crashes")."""
         try:
             job_id = await self.slurm.submit_job(msg)
         except SlurmUnavailable as err:
@@ -269,7 +269,8 @@ class SlurmActivities:
                 flags=list(msg.flags or ()),
             )
         )
-        return SubmitResult(job_id=job_id, error_number=NODES_BUSY, error_message=_rejection_text(busy))
+        number = busy.error_number if isinstance(busy, SlurmRejected) else None
+        return SubmitResult(job_id=job_id, error_number=number, error_message=_rejection_text(busy))
 
     async def _find_live_job(self, workflow_id: str, submission: int | None) -> JobInfo | None:
         page = await self.slurm.list_jobs()

@@ -798,7 +798,7 @@ class WorkloadWorkflow:
         else:
             self.job = JobEvent(job_id=res.job_id, state="PENDING", submission=submission)
             how = (
-                f"Slurm gave {', '.join(nodes)} to another job meanwhile ({res.error_message}): the pods keep"
+                f"Slurm could not give {', '.join(nodes)} back at once ({res.error_message}): the pods keep"
                 f" running, and job {res.job_id} waits for exactly those nodes at the top priority"
             )
         self._set_phase(Phase.RUNNING, SA_JOB_ID.value_set(res.job_id))

@@ -381,7 +381,8 @@ class JobWatcher:
         diag = await self._counted(self._client.diag())
         self._controller_checked, self._check_controller_now = now, False
         started = diag.req_time_start
-        if started is None:
+        if not started:
+            self._check_controller_now = True  # a controller still starting answers 0 (measured): ask again
             return
         if self._controller_started is not None and started != self._controller_started:
             logger.warning(

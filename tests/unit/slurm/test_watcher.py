@@ -415,3 +415,19 @@ async def test_during_an_outage_the_loop_pings_and_reconciles_as_soon_as_a_contr
         fake.start_controller()
         await asyncio.wait_for(vanished.wait(), 2)
     assert watcher.controller_restarts == 1 and job_id not in watcher.jobs
+
+
+async def test_a_starting_controller_answering_zero_is_asked_again_not_taken_for_a_restart() -> None:
+    fake = fake_cluster()
+    watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=3600, controller_check_seconds=3600.0)
+    await watcher.poll_once()
+    started = fake.started
+    fake.started = 0  # measured on 26.05: diag during slurmctld's start-up says req_time_start 0
+    watcher.suspect_restart()
+    await watcher.poll_once()
+    assert watcher.controller_restarts == 0
+    fake.started = started
+    fake.calls.clear()
+    await watcher.poll_once()
+    assert fake.calls[0] == "diag", "asked again at the next poll"
+    assert watcher.controller_restarts == 0, "the same start time: no restart"
