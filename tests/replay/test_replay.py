@@ -4,7 +4,9 @@ The histories in ``histories/`` were recorded from the live dev stack by ``recor
 (``temporal workflow show -o json``): a pod that ran to completion, a pod deleted while Running, and a PodGroup
 gang of two (gathered, one job, one member per node, both Succeeded); once with immediate allocation (session 4)
 and once, as ``queued_*``, from the earlier code that always queued the job and waited for its start signal: a
-workflow started by an older worker must still replay on the new code. A code change that alters the commands
+workflow started by an older worker must still replay on the new code. The ``lost_*`` histories were recorded by
+``record_crash.py`` after runs of the slurmctld crash test: a job lost before it started (resubmitted), and a job
+lost while its pod ran (re-adopted at once on its node, or queued for it). A code change that alters the commands
 the workflow issues for an existing history fails here; guard such a change with ``workflow.patched()``.
 """
 
@@ -53,11 +55,38 @@ def calls(path: Path) -> list[str]:
 
 
 KINDS = ("pod_happy_path", "pod_deleted_while_running", "podgroup_gang_of_two")
+LOST = ("lost_pending_resubmitted", "lost_running_readopted", "lost_running_readopt_queued")
 
 
 def test_histories_were_recorded() -> None:
     names = {p.stem for p in HISTORIES}
-    assert names == {*KINDS, *(f"queued_{kind}" for kind in KINDS)}
+    assert names == {*KINDS, *(f"queued_{kind}" for kind in KINDS), *LOST}
+
+
+def _signals(path: Path) -> list[dict[str, object]]:
+    return [
+        json.loads(base64.b64decode(e["workflowExecutionSignaledEventAttributes"]["input"]["payloads"][0]["data"]))
+        for e in json.loads(path.read_text())["events"]
+        if e["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED"
+    ]
+
+
+@pytest.mark.parametrize("name", LOST)
+def test_crash_histories_show_the_recovery_their_names_say(name: str) -> None:
+    """Each lost its job in a real kill -9 of slurmctld (the watcher's VANISHED carries the cause), kept its pod
+    (no delete_pods) and submitted once more: before binding (resubmitted) or after it (re-adopted)."""
+    path = HISTORIES[0].parent / f"{name}.json"
+    found = calls(path)
+    assert "delete_pods" not in found and found.count("submit_placeholder_job") == 2
+    lost = [s for s in _signals(path) if s.get("state") == "VANISHED"]
+    assert lost and lost[0]["cause"] == "controller restart"
+    second = found.index("submit_placeholder_job", found.index("submit_placeholder_job") + 1)
+    assert found.index("job_event:VANISHED") < second
+    assert found.index("remove_finalizers") > second
+    if name == "lost_pending_resubmitted":
+        assert second < found.index("bind_pods")
+    else:
+        assert found.index("bind_pods") < found.index("job_event:VANISHED")
 
 
 @pytest.mark.parametrize("prefix", ["", "queued_"], ids=["allocated-at-once", "queued"])

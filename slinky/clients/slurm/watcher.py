@@ -32,7 +32,8 @@ lost are ``VANISHED`` with ``controller_restart`` set, and so are jobs announced
 The restart is looked for at once, not at the next ``controller_check_seconds``, whenever there is a hint:
 a failed poll (then ``GET ping``, which slurmrestd answers in milliseconds while slurmctld is down, is asked
 every interval until a controller responds, instead of a job poll that waits 10 s for a dead controller); a
-poll that took over a second (slurmrestd waited for a controller that came back); a job that went back to
+poll answered after over a second (slurmrestd waited for a controller that came back: that answer is not
+diffed, lest the jobs a restart lost look merely gone); a job that went back to
 PENDING or came back from a finished state (read to compare its identity); and a job id announced by a
 submitter that the watcher knows as another job (ids only repeat after a controller lost its state). Nodes
 of jobs a restarted controller lost look free to it until their owners re-adopt them, so these seconds count.
@@ -348,12 +349,16 @@ class JobWatcher:
             SlurmError: The poll failed; the next poll resyncs.
         """
         await self._check_controller()
+        if self._check_controller_now and self.controller_check_seconds is not None:
+            return []  # the controller is still starting (its start time reads 0): what it lists may be partial
         if self.state_probe and self._synced_once and not self._need_resync and not self._full_poll_due():
             return await self._probe_once()
         update_time = None if self._need_resync or self._last_update is None else self._last_update - 1
         asked = time.monotonic()
         page = await self._counted(self._client.list_jobs(update_time))
         now = time.monotonic()
+        if self._answered_late(asked, now):
+            return []
         self._need_resync = False
         self._last_full = now
         # An announced job no poll has seen (cancelled at once) is forgotten after HINT_SECONDS.
@@ -370,6 +375,15 @@ class JobWatcher:
         self._synced_once = True
         self._synced.set()
         return await self._deliver(events)
+
+    def _answered_late(self, asked: float, now: float) -> bool:
+        """A poll answered after more than a second: slurmrestd waited for a controller (it retries a dead one
+        for 10 s), which may be a restarted one. Its answer is not diffed; the restart is looked for first and
+        the next poll is a full list (which then marks what a restart lost). Without restart detection, False."""
+        if self.controller_check_seconds is None or now - asked <= SLOW_POLL_SECONDS:
+            return False
+        self.suspect_restart()
+        return True
 
     async def _check_controller(self) -> None:
         """Read slurmctld's start time when due (or after a failed poll); a change is a restart."""
@@ -461,8 +475,11 @@ class JobWatcher:
         it; any other state change is applied to the cached job. Pending reasons and other details are
         refreshed by the full poll every ``full_poll_seconds``.
         """
+        asked = time.monotonic()
         states = await self._counted(self._client.job_states())
         now = time.monotonic()
+        if self._answered_late(asked, now):
+            return []
         events: list[JobEvent] = []
         to_read: list[int] = []
         for job_id, state in states.items():
@@ -534,8 +551,6 @@ class JobWatcher:
                 continue
             self.consecutive_errors = 0
             delay = self.interval_seconds
-            if time.monotonic() - started > SLOW_POLL_SECONDS:
-                self.suspect_restart()  # slurmrestd waited for a controller: it may be a new one
             # Keep the period fixed: one request per interval, however long the poll took.
             await self._sleep(max(0.0, self.current_interval() - (time.monotonic() - started)))
 

@@ -424,10 +424,36 @@ async def test_a_starting_controller_answering_zero_is_asked_again_not_taken_for
     started = fake.started
     fake.started = 0  # measured on 26.05: diag during slurmctld's start-up says req_time_start 0
     watcher.suspect_restart()
-    await watcher.poll_once()
+    fake.calls.clear()
+    assert await watcher.poll_once() == []
+    assert fake.calls == ["diag"], "no job poll of a controller still starting"
     assert watcher.controller_restarts == 0
     fake.started = started
     fake.calls.clear()
     await watcher.poll_once()
     assert fake.calls[0] == "diag", "asked again at the next poll"
     assert watcher.controller_restarts == 0, "the same start time: no restart"
+
+
+async def test_a_poll_answered_late_is_not_diffed_and_the_restart_is_looked_for_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """slurmrestd holds a poll up to 10 s while slurmctld is down and answers from the restarted one: its list
+    lacks the lost jobs, which must come out flagged as lost in a restart, not as merely gone."""
+    fake = fake_cluster()
+    watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=3600, controller_check_seconds=3600.0)
+    await fake.submit_job(_job("lost"))
+    await watcher.poll_once()
+    fake.crash(keep_job_ids=set())
+    monkeypatch.setattr("slinky.clients.slurm.watcher.SLOW_POLL_SECONDS", 0.05)
+    quick = fake.job_states
+
+    async def held() -> dict[int, list[str]]:
+        await asyncio.sleep(0.1)
+        return await quick()
+
+    monkeypatch.setattr(fake, "job_states", held)
+    assert await watcher.poll_once() == []
+    monkeypatch.setattr(fake, "job_states", quick)
+    events = await watcher.poll_once()
+    assert [(e.type, e.job.name, e.controller_restart) for e in events] == [(VAN, "lost", True)]
