@@ -62,7 +62,9 @@ async def test_a_job_of_ours_is_cancelled() -> None:
 
 
 @pytest.mark.parametrize(
-    "comment", [job_comment_for("workload/ns/other", 1), job_comment_for(WID, 2)], ids=["other-workload", "resubmitted"]
+    "comment",
+    [job_comment_for("workload/ns/other", 1), job_comment_for(WID, 2), ""],
+    ids=["other-workload", "resubmitted", "not-a-bridge-job"],
 )
 async def test_a_reused_id_is_spared_and_counted(comment: str) -> None:
     fake = fake_cluster()
