@@ -115,6 +115,20 @@ def _running_nodes(job: JobInfo) -> list[str]:
     return hostlist.expand(job.nodes) if job.is_running else []
 
 
+def _queued(job_id: int, msg: JobDescMsg) -> JobInfo:
+    """A job just queued, as the watcher is told of it before its first sighting."""
+    return JobInfo(
+        job_id=job_id,
+        name=msg.name or "",
+        job_state=["PENDING"],
+        state_reason="None",  # what Slurm reports before its first evaluation
+        partition=msg.partition or "",
+        comment=msg.comment or "",
+        admin_comment=msg.admin_comment or "",
+        flags=list(msg.flags or ()),
+    )
+
+
 def _unavailable(err: SlurmUnavailable) -> ApplicationError:
     delay = dt.timedelta(seconds=err.retry_after) if err.retry_after else None
     return ApplicationError(str(err), type=type(err).__name__, next_retry_delay=delay)
@@ -172,18 +186,7 @@ class SlurmActivities:
             telemetry.JOB_SUBMITS.labels("rejected").inc()
             return SubmitResult(error_number=err.error_number, error_message=_rejection_text(err))
         telemetry.JOB_SUBMITS.labels("queued").inc()
-        self.index.expect(
-            JobInfo(
-                job_id=job_id,
-                name=desc.get("name") or "",
-                job_state=["PENDING"],
-                state_reason="None",  # what Slurm reports before its first evaluation
-                partition=desc.get("partition") or "",
-                comment=desc["comment"],
-                admin_comment=desc["admin_comment"],
-                flags=list(desc["flags"]),
-            )
-        )
+        self.index.expect(_queued(job_id, msg))
         return SubmitResult(job_id=job_id)
 
     async def _allocate(self, msg: JobDescMsg) -> JobInfo | int | None:
@@ -257,18 +260,7 @@ class SlurmActivities:
             telemetry.JOB_SUBMITS.labels("readopt_refused").inc()
             return SubmitResult(error_number=err.error_number, error_message=_rejection_text(err))
         telemetry.JOB_SUBMITS.labels("readopt_queued").inc()
-        self.index.expect(
-            JobInfo(
-                job_id=job_id,
-                name=msg.name or "",
-                job_state=["PENDING"],
-                state_reason="None",
-                partition=msg.partition or "",
-                comment=msg.comment or "",
-                admin_comment=msg.admin_comment or "",
-                flags=list(msg.flags or ()),
-            )
-        )
+        self.index.expect(_queued(job_id, msg))
         number = busy.error_number if isinstance(busy, SlurmRejected) else None
         return SubmitResult(job_id=job_id, error_number=number, error_message=_rejection_text(busy))
 

@@ -237,6 +237,10 @@ class FakeActivities:
         """(type, reason) of every recorded Kubernetes Event, in order."""
         return [(e.type, e.reason) for e in self.args("record_event")]
 
+    def events_with(self, reason: str) -> list[EventInput]:
+        """Every recorded Kubernetes Event of one reason, in order."""
+        return [e for e in self.args("record_event") if e.reason == reason]
+
     def group_phases(self) -> list[str]:
         """Every PodGroup phase the workflow set, in order."""
         return [g.phase for g in self.args("set_group_phase")]

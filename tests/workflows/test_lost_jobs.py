@@ -65,7 +65,7 @@ async def test_a_pending_job_lost_in_a_controller_restart_is_resubmitted_and_the
     # The lost job is never cancelled (its id may be another workload's now); the new one is, by its owner.
     [cancel] = fakes.args("cancel_job")
     assert (cancel.job_id, cancel.submission) == (NEW_JOB, 2)
-    lost = [e for e in fakes.args("record_event") if e.reason == "SlurmJobLost"]
+    lost = fakes.events_with("SlurmJobLost")
     assert [(e.type, e.message) for e in lost] == [
         ("Warning", f"Slurm lost job {JOB_ID} (controller restart); resubmitted as {NEW_JOB}")
     ]
@@ -80,9 +80,7 @@ async def test_a_running_job_lost_in_a_controller_restart_is_readopted_on_the_sa
         await running_on(handle, fakes, "slurm-3")
         await vanished(handle, cause="controller restart")
         await fakes.called("submit_placeholder_job", 2)
-        await step_is(handle, "running")
-        why = await handle.query(WorkloadWorkflow.why_pending)
-        assert why.job_id == NEW_JOB
+        assert (await step_is(handle, "running")).job_id == NEW_JOB
         await pod_event(handle, PodEventKind.TERMINAL)
         assert await handle.result() == "the workload ended"
     assert "delete_pods" not in fakes.names()
@@ -101,7 +99,7 @@ async def test_a_running_job_lost_in_a_controller_restart_is_readopted_on_the_sa
     assert fakes.args("label_pods")[1].job_id == NEW_JOB
     [cancel] = fakes.args("cancel_job")
     assert (cancel.job_id, cancel.submission) == (NEW_JOB, 2)
-    [lost] = [e for e in fakes.args("record_event") if e.reason == "SlurmJobLost"]
+    [lost] = fakes.events_with("SlurmJobLost")
     assert lost.type == "Warning"
     assert lost.message == f"Slurm lost job {JOB_ID} (controller restart); re-adopted as job {NEW_JOB} on slurm-3"
 
@@ -155,7 +153,7 @@ async def test_nodes_given_to_another_job_keep_the_pods_and_a_queued_job_waits_f
     assert "delete_pods" not in names
     assert names[-4:] == ["submit_placeholder_job", "label_pods", "cancel_job", "remove_finalizers"]
     assert fakes.args("cancel_job")[0].job_id == NEW_JOB
-    [lost] = [e for e in fakes.args("record_event") if e.reason == "SlurmJobLost"]
+    [lost] = fakes.events_with("SlurmJobLost")
     assert "the pods keep running" in lost.message and f"job {NEW_JOB} waits for exactly those nodes" in lost.message
 
 
@@ -173,7 +171,7 @@ async def test_a_new_job_refused_on_the_nodes_deletes_the_pods_with_a_warning(
         await pod_event(handle, PodEventKind.GONE)
         assert await handle.result() == "Slurm lost the job and refused a new one on its nodes"
     assert "cancel_job" not in fakes.names()
-    [warning] = [e for e in fakes.args("record_event") if e.reason == "SlurmAllocationLost"]
+    [warning] = fakes.events_with("SlurmAllocationLost")
     assert warning.type == "Warning"
     assert f"Slurm lost job {JOB_ID} (controller restart)" in warning.message
     assert "slurm-1" in warning.message and "not available" in warning.message
