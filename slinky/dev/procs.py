@@ -61,6 +61,24 @@ class ProcessTable:
             return None
         return None if state == "Z" else pid
 
+    def recorded(self, name: str) -> int | None:
+        """The PID written for ``name``, whether or not that process still runs (None: never started, or
+        stopped by ``stop``). A recorded PID whose process is gone is a crash."""
+        try:
+            return int(self._file(name).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def kill(self, name: str) -> int | None:
+        """SIGKILL the very process started as ``name`` (a crash, for tests); its PID file stays, as after a
+        real crash. Returns the PID, or None when it was not running."""
+        pid = self.running(name)
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.01)
+        return pid
+
     def record(self, name: str, pid: int) -> None:
         start = _starttime(pid)
         if start is None:

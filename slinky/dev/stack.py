@@ -475,9 +475,16 @@ def _chroot(*argv: str, user: str | None = None) -> list[str]:
     return [*base, str(_slurm_root()), "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", *argv]
 
 
+def _rootfs_extracted(root: Path) -> bool:
+    """Whether the chroot holds Slurm. ``usr/sbin/slurmctld`` is an absolute symlink into the chroot's
+    /etc/alternatives, which does not resolve from the host: test the link itself, never its target (following
+    it once made ``up`` extract the tarball again over a live root)."""
+    return os.path.lexists(root / "usr" / "sbin" / "slurmctld")
+
+
 def _prepare_slurm_root(nodes: int) -> None:
     root = _slurm_root()
-    if not (root / "usr" / "sbin" / "slurmctld").is_file():
+    if not _rootfs_extracted(root):
         log("extracting the cached Slurm rootfs")
         root.mkdir(parents=True, exist_ok=True)
         _run(["tar", "-C", str(root), "-I", "zstd", "-xf", str(SLURM_TARBALL)])
@@ -558,30 +565,48 @@ def _rest_ready() -> bool:
         return not jwt.is_file() and err.code == 401
 
 
+SLURM_DAEMONS = ("munged", "slurmctld", "slurmrestd")
+
+
 def start_slurm(procs: ProcessTable, nodes: int) -> None:
-    names = ("munged", "slurmctld", "slurmrestd")
-    alive = [n for n in names if procs.running(n) is not None]
-    if len(alive) == len(names):
+    """Start whichever of munged, slurmctld and slurmrestd is not running, in that order, and leave the others
+    alone: slurmctld's saved state (StateSaveLocation) and the chroot are kept, as a supervisor would."""
+    missing = [n for n in SLURM_DAEMONS if procs.running(n) is None]
+    if not missing:
         log("Slurm already running")
         _ensure_slurm_nodes(nodes)
         if not (STATE / "slurm" / "jwt").is_file():
             _mint_jwt()
         return
-    for n in alive:  # a partial Slurm is restarted as a whole
-        procs.stop(n)
     _prepare_slurm_root(nodes)
     _mount_slurm_root()
+    if "munged" in missing:
+        _start_munged(procs)
+    if "slurmctld" in missing:
+        start_slurmctld(procs)
+    if "slurmrestd" in missing:
+        _start_slurmrestd(procs)
+    _ensure_slurm_nodes(nodes)
+    if not (STATE / "slurm" / "jwt").is_file():
+        _mint_jwt()
+    log(f"Slurm up ({', '.join(missing)} started): slurmrestd on 127.0.0.1:{PORTS.slurmrestd}, {nodes} external nodes")
+
+
+def _start_munged(procs: ProcessTable) -> None:
     root = _slurm_root()
     (root / "run" / "munge").mkdir(exist_ok=True)
+    socket = root / "run" / "munge" / "munge.socket.2"
+    socket.unlink(missing_ok=True)  # a crashed munged leaves it behind; wait for the new one's
     _run(["chroot", str(root), "/bin/chown", "munge:munge", "/run/munge"])
-    logs = STATE / "logs"
     procs.start(
         "munged",
         _chroot("/usr/sbin/munged", "--foreground", "--force", user="munge"),
-        log=logs / "munged.log",
+        log=STATE / "logs" / "munged.log",
     )
-    _wait("munged", lambda: (root / "run" / "munge" / "munge.socket.2").exists(), timeout=20)
-    start_slurmctld(procs)
+    _wait("munged", socket.exists, timeout=20)
+
+
+def _start_slurmrestd(procs: ProcessTable) -> None:
     rest = _chroot(
         "/usr/sbin/slurmrestd",
         "-a",
@@ -592,11 +617,8 @@ def start_slurm(procs: ProcessTable, nodes: int) -> None:
         user="slurmrest",
     )
     rest.insert(rest.index("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), "SLURM_JWT=daemon")
-    procs.start("slurmrestd", rest, log=logs / "slurmrestd.log")
+    procs.start("slurmrestd", rest, log=STATE / "logs" / "slurmrestd.log")
     _wait("slurmrestd", _rest_ready, timeout=30)
-    _ensure_slurm_nodes(nodes)
-    _mint_jwt()
-    log(f"Slurm up: slurmctld, slurmrestd on 127.0.0.1:{PORTS.slurmrestd}, {nodes} external nodes")
 
 
 def start_slurmctld(procs: ProcessTable) -> None:
@@ -896,8 +918,22 @@ COMPONENTS = (
 )
 
 
+def crashed(procs: ProcessTable | None = None) -> list[str]:
+    """Components whose recorded process is gone without ``down`` (killed, or died)."""
+    procs = procs or ProcessTable(STATE / "pids")
+    return [n for n in procs.names() if procs.recorded(n) is not None and procs.running(n) is None]
+
+
+def kill(name: str) -> int | None:
+    """SIGKILL one component of the stack, as a crash would (tests and the chaos suite); ``up`` restarts it."""
+    return ProcessTable(STATE / "pids").kill(name)
+
+
 def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True) -> int:
     started = time.monotonic()
+    down_before = crashed()
+    if down_before:
+        log(f"restarting what crashed: {', '.join(down_before)} (state kept)")
     try:
         preflight()
         ensure_artifacts()
@@ -918,6 +954,17 @@ def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True) -> int:
         env = write_env()
     except StackError as err:
         print(f"slinky dev up: {err}", file=sys.stderr)
+        return 1
+    except subprocess.CalledProcessError as err:
+        output = (err.stderr or err.stdout or "").strip().splitlines()
+        print(
+            f"slinky dev up: `{' '.join(map(str, err.cmd))}` exited {err.returncode}"
+            f"{': ' + output[-1] if output else ''}; logs in {STATE / 'logs'}",
+            file=sys.stderr,
+        )
+        return 1
+    except (OSError, RuntimeError) as err:
+        print(f"slinky dev up: {err}; logs in {STATE / 'logs'}", file=sys.stderr)
         return 1
     for k, v in env_values().items():
         print(f'export {k}="{v}"')
@@ -942,6 +989,9 @@ def status(*, quiet: bool = False) -> int:
                 print(f"{name:26} not started (--no-workers)")
             continue
         state = "stopped"
+        was = procs.recorded(name)
+        if pid is None and was is not None:
+            state = f"CRASHED (was pid {was}; last log line: {_last_line(STATE / 'logs' / (name + '.log'))})"
         if pid is not None:
             ok = True
             if name in checks:
@@ -956,6 +1006,14 @@ def status(*, quiet: bool = False) -> int:
         if not quiet:
             print(f"{name:26} {state}")
     return 0 if healthy else 1
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1][:160] if lines else "empty log"
 
 
 def down() -> int:

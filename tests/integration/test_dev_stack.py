@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -207,3 +210,65 @@ def test_a_gone_slurmd_node_is_forgotten_by_the_next_up(dev_env: dict[str, str])
         slinky("dev", "up", "--slurmd", "2")
     with slurm(dev_env) as rest:
         assert real_nodes(rest) == {"dyn1", "dyn2"}
+
+
+def _pids(*names: str) -> dict[str, int | None]:
+    procs = ProcessTable(REPO / ".slinky-dev" / "pids")
+    return {name: procs.running(name) for name in names}
+
+
+def test_up_restarts_exactly_what_crashed_and_keeps_slurms_saved_jobs(dev_env: dict[str, str]) -> None:
+    """Issue 9: after kill -9 of a Slurm daemon, `dev up` extracted the rootfs again over the live chroot (a tar
+    traceback), and a partial Slurm was stopped as a whole. Now each crashed daemon is started alone, the
+    others keep their PIDs, slurmctld's saved jobs survive, `dev status` says CRASHED, and no traceback."""
+    from slinky.dev import stack
+
+    desc = {
+        "name": f"saved-{uuid.uuid4().hex[:6]}",
+        "partition": wellknown.DEFAULT_PARTITION,
+        "flags": ["EXTERNAL_JOB"],
+        "hold": True,
+        "current_working_directory": "/tmp",
+    }
+    with slurm(dev_env) as rest:
+        job_id = rest.post("/slurm/v0.0.44/job/submit", json={"job": desc}).raise_for_status().json()["job_id"]
+    try:
+        time.sleep(7)  # slurmctld saves job state every few seconds (slurm.md §9: kept from 6 s on)
+        for crashed, kept in (("slurmctld", ("munged", "slurmrestd")), ("slurmrestd", ("munged", "slurmctld"))):
+            before = _pids(*kept)
+            assert stack.kill(crashed) is not None
+            status = subprocess.run(
+                [sys.executable, "-m", "slinky.cli", "dev", "status"], cwd=REPO, text=True, capture_output=True
+            )
+            assert status.returncode == 1 and f"{crashed}" in status.stdout
+            line = next(line for line in status.stdout.splitlines() if line.startswith(crashed))
+            assert "CRASHED (was pid" in line, status.stdout
+            out = slinky("dev", "up")
+            assert f"restarting what crashed: {crashed} (state kept)" in out, out
+            assert "Traceback" not in out and "extracting" not in out, out
+            assert _pids(*kept) == before, f"only {crashed} was started again"
+            assert _pids(crashed)[crashed] is not None
+        with slurm(dev_env) as rest:
+            job = eventually(lambda: rest.get(f"/slurm/v0.0.44/job/{job_id}").json().get("jobs"), timeout=30)
+        assert job[0]["name"] == desc["name"], "the job saved before the crash is still there"
+    finally:
+        with slurm(dev_env) as rest:
+            rest.delete(f"/slurm/v0.0.44/job/{job_id}")
+
+
+def test_status_tells_a_stopped_component_from_a_crashed_one(dev_env: dict[str, str]) -> None:
+    from slinky.dev import stack
+
+    stack.kill("webhook")
+    out = subprocess.run(
+        [sys.executable, "-m", "slinky.cli", "dev", "status"], cwd=REPO, text=True, capture_output=True
+    )
+    assert next(line for line in out.stdout.splitlines() if line.startswith("webhook")).split()[1] == "CRASHED"
+    slinky("dev", "up")
+    ProcessTable(REPO / ".slinky-dev" / "pids").stop("webhook")
+    out = subprocess.run(
+        [sys.executable, "-m", "slinky.cli", "dev", "status"], cwd=REPO, text=True, capture_output=True
+    )
+    assert next(line for line in out.stdout.splitlines() if line.startswith("webhook")).split()[1] == "stopped"
+    slinky("dev", "up")
+    slinky("dev", "status", timeout=60)
