@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from slinky import wellknown
@@ -75,6 +75,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows import retry
 
 T = TypeVar("T")
+
+CALL_FAILED = (ActivityError, ApplicationError)
+"""How a failed call surfaces: a local activity whose retries ran out raises its ApplicationError itself, not
+an ActivityError (measured on temporalio's SDK); both are handled alike."""
 
 SA_PHASE = SearchAttributeKey.for_keyword("SlinkyPhase")
 SA_JOB_ID = SearchAttributeKey.for_int("SlinkySlurmJobId")
@@ -274,22 +278,26 @@ class WorkloadWorkflow:
     async def _do(self, name: str, arg: Any, policy: Any = retry.KUBE) -> None:
         await workflow.execute_local_activity(name, arg, start_to_close_timeout=retry.CALL_TIMEOUT, retry_policy=policy)
 
+    async def _best_effort(self, name: str, arg: Any) -> None:
+        """Events, conditions, PodGroup phases: a few tries, and a failure (the apiserver is down) is logged, never
+        the end of the lifecycle."""
+        try:
+            await self._do(name, arg, retry.BEST_EFFORT)
+        except CALL_FAILED as err:
+            workflow.logger.warning("%s failed, going on without it: %s", name, err)
+
     async def _event(
         self, reason: str, message: str, type_: str = "Normal", members: list[Member] | None = None
     ) -> None:
         refs = self._refs(members if members is not None else self._live() or list(self.members.values()))
         if refs:
-            await self._do(
-                "record_event", EventInput(pods=refs, reason=reason, message=message, type=type_), retry.BEST_EFFORT
-            )
+            await self._best_effort("record_event", EventInput(pods=refs, reason=reason, message=message, type=type_))
 
     async def _condition(self, reason: str, message: str) -> None:
         self.message = message
         refs = self._refs(self._live())
         if refs:
-            await self._do(
-                "set_pod_condition", PodConditionInput(pods=refs, reason=reason, message=message), retry.BEST_EFFORT
-            )
+            await self._best_effort("set_pod_condition", PodConditionInput(pods=refs, reason=reason, message=message))
 
     def _set_phase(self, phase: Phase, *extra: SearchAttributeUpdate[Any]) -> None:
         self.phase = phase
@@ -298,7 +306,7 @@ class WorkloadWorkflow:
     async def _group_phase(self, phase: str) -> None:
         assert self.inp is not None
         if self.inp.group is not None and self.inp.group.kind == KIND_PODGROUP:
-            await self._do("set_group_phase", GroupPhaseInput(group=self.inp.group, phase=phase), retry.BEST_EFFORT)
+            await self._best_effort("set_group_phase", GroupPhaseInput(group=self.inp.group, phase=phase))
 
     async def _wait(self, limit: timedelta | None = None) -> None:
         """Wait for a signal, or re-check Slurm and the pods after ``safety_recheck_seconds`` (or ``limit``)."""
@@ -358,7 +366,7 @@ class WorkloadWorkflow:
             return await self._lifecycle()
         except Ended as end:
             return str(end)
-        except ActivityError as err:
+        except CALL_FAILED as err:
             # A permanent failure (e.g. the pod was bound elsewhere): never leave the job or the
             # finalizers behind; the pods are left to their controllers. Then fail, visibly.
             await self._abandon(f"the lifecycle failed: {err.cause or err}")
@@ -649,10 +657,8 @@ class WorkloadWorkflow:
         }
         if len(bound) > 1 and workflow.patched(PATCH_ONE_BOUND_EVENT):
             # One activity for every member's Event (each names its own node), not one per member.
-            await self._do(
-                "record_event",
-                EventInput(pods=self._refs(bound), reason=REASON_BOUND, message="", messages=messages),
-                retry.BEST_EFFORT,
+            await self._best_effort(
+                "record_event", EventInput(pods=self._refs(bound), reason=REASON_BOUND, message="", messages=messages)
             )
         else:
             for m in bound:

@@ -129,9 +129,13 @@ class FakeActivities:
     job: JobEvent | None = None
     """What ``get_job`` answers; PENDING for the asked id when unset."""
     calls: list[Call] = field(default_factory=list)
+    fail: dict[str, BaseException] = field(default_factory=dict)
+    """Activities that raise instead of answering (after recording the call): an outage, a refusal."""
 
     def _record(self, name: str, arg: Any) -> None:
         self.calls.append(Call(name, arg))
+        if name in self.fail:
+            raise self.fail[name]
 
     @staticmethod
     def _next(answers: list[Any]) -> Any:

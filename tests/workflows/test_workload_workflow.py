@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.exceptions import CancelledError
+from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import WorkflowEnvironment
 
 from slinky.models.jobspec import SlurmJobSpec
@@ -575,3 +575,35 @@ async def test_the_same_allocation_reported_again_changes_nothing(run_workload: 
         await pod_event(handle, PodEventKind.TERMINAL)
         assert await handle.result() == "the workload ended"
     assert "delete_pods" not in fakes.names()
+
+
+# ---------------------------------------------------------------------------------------- failing calls
+async def test_events_and_conditions_that_keep_failing_do_not_end_the_lifecycle(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    """The apiserver down for longer than a best-effort call's tries (the chaos suite's kill -9 of it): the
+    lifecycle goes on. A local activity whose retries ran out raises its ApplicationError, not an ActivityError."""
+    down = ApplicationError("KubeUnavailable: PATCH ...: ConnectError", type="KubeUnavailable")
+    fakes.fail = {"record_event": down, "set_pod_condition": down}
+    async with run_workload() as handle:
+        await step_is(handle, "wait_allocation")
+        await job_event(handle, "PENDING", "Resources")
+        await fakes.called("set_pod_condition", 3)
+        await job_event(handle, "RUNNING", "None", "slurm-2")
+        await step_is(handle, "running")
+        await pod_event(handle, PodEventKind.TERMINAL)
+        assert await handle.result() == "the workload ended"
+    assert fakes.names(skip=EVENTS)[-2:] == ["cancel_job", "remove_finalizers"]
+
+
+async def test_a_permanent_failure_releases_the_job_and_finalizers_then_fails_visibly(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    fakes.fail = {"bind_pods": ApplicationError("pod is bound to another node", type="AlreadyBound")}
+    async with run_workload() as handle:
+        await step_is(handle, "wait_allocation")
+        await job_event(handle, "RUNNING", "None", "slurm-1")
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    assert fakes.names(skip=EVENTS)[-3:] == ["bind_pods", "cancel_job", "remove_finalizers"]
+    assert fakes.events()[-1] == ("Warning", "SlurmBridgeFailed")
