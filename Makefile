@@ -35,6 +35,10 @@ fmt: bootstrap ## format the code
 image: bootstrap ## build the container image offline with podman (deploy/images/build.sh; ~75 s cold, ~10 s warm)
 	bash deploy/images/build.sh
 
+chaos: bootstrap ## chaos suite on the local stack: 200 workloads, 10 random kill -9 (bench/chaos.py; docs/benchmarks.md)
+	$(PY) -m slinky.cli dev up
+	$(PY) -m bench.chaos --workloads 200 --kills 10 --seed $${SEED:-1}
+
 dev-up: bootstrap ## start the local stack (idempotent)
 	$(PY) -m slinky.cli dev up
 
@@ -44,4 +48,4 @@ dev-status: ## health of each component of the local stack
 dev-down: ## stop exactly what dev-up started
 	$(PY) -m slinky.cli dev down
 
-.PHONY: help bootstrap demo test test-unit test-integration lint fmt image dev-up dev-status dev-down
+.PHONY: help bootstrap demo test test-unit test-integration lint fmt image chaos dev-up dev-status dev-down
