@@ -72,17 +72,17 @@ class Run:
 
 
 def _kube() -> client.CoreV1Api:
-    env = stack.load_env_file()
+    env = stack.env_values()
     return client.CoreV1Api(config.new_client_from_config(config_file=env["KUBECONFIG"]))
 
 
 def _slurm() -> httpx.Client:
-    env = stack.load_env_file()
+    env = stack.env_values()
     return httpx.Client(base_url=env["SLURM_REST_URL"], timeout=15)
 
 
 def _jobs(http: httpx.Client) -> list[dict[str, Any]]:
-    token = Path(stack.load_env_file()["SLURM_JWT_FILE"]).read_text().strip()
+    token = Path(stack.env_values()["SLURM_JWT_FILE"]).read_text().strip()
     answer = http.get(f"{REST}/jobs", headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token})
     return list(answer.raise_for_status().json().get("jobs") or [])
 
@@ -217,7 +217,7 @@ def _spared() -> float:
 
 
 def _running_workflows(namespace: str) -> int:
-    env = stack.load_env_file()
+    env = stack.env_values()
     out = subprocess.run(
         [
             str(stack.temporal_cli()),
