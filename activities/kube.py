@@ -17,12 +17,10 @@ from typing import Any, Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from slinky import pods, wellknown
-from slinky.clients.errors import KubeConflict, KubeNotFound, KubeRejected, KubeUnavailable
-from slinky.clients.events import MESSAGE_LIMIT, EventRecorder, pod_event
-from slinky.clients.kube import KubeClient, Obj, pod_path, rfc3339
-from slinky.grouping import KIND_LWS, GroupRef
-from slinky.models.workload import (
+from slinky import wellknown
+from slinky.bridge import pods
+from slinky.bridge.grouping import KIND_LWS, GroupRef
+from slinky.bridge.models.workload import (
     BindPodsInput,
     BindPodsResult,
     BuildSpecInput,
@@ -38,7 +36,10 @@ from slinky.models.workload import (
     PodStateResult,
     PodStatesResult,
 )
-from slinky.translate import TranslationError, translate_group, translate_pod
+from slinky.bridge.translate import TranslationError, translate_group, translate_pod
+from slinky.clients.errors import KubeConflict, KubeNotFound, KubeRejected, KubeUnavailable
+from slinky.clients.events import MESSAGE_LIMIT, EventRecorder, pod_event
+from slinky.clients.kube import KubeClient, Obj, pod_path, rfc3339
 
 logger = logging.getLogger(__name__)
 

@@ -31,9 +31,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from slinky import hostlist, telemetry
-from slinky.clients.errors import SlurmError, SlurmNotFound, SlurmRejected, SlurmUnavailable
-from slinky.clients.slurm import ALLOCATE_NOT_NOW_NUMBERS, JobDescMsg, JobInfo, SlurmApi
-from slinky.models.workload import (
+from slinky.bridge.models.workload import (
     JobEvent,
     JobRef,
     SubmitInput,
@@ -44,6 +42,8 @@ from slinky.models.workload import (
     job_owner_from_comment,
     owns_job,
 )
+from slinky.clients.errors import SlurmError, SlurmNotFound, SlurmRejected, SlurmUnavailable
+from slinky.clients.slurm import ALLOCATE_NOT_NOW_NUMBERS, JobDescMsg, JobInfo, SlurmApi
 
 logger = logging.getLogger(__name__)
 READOPT_PRIORITY = 4294967293

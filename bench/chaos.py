@@ -50,9 +50,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from slinky import wellknown  # noqa: E402
+from slinky.bridge.models.jobspec import pods_from_admin_comment  # noqa: E402
+from slinky.bridge.models.workload import job_owner_from_comment  # noqa: E402
 from slinky.dev import stack  # noqa: E402
-from slinky.models.jobspec import pods_from_admin_comment  # noqa: E402
-from slinky.models.workload import job_owner_from_comment  # noqa: E402
 
 COMPONENTS = ("bridge-worker", "webhook", "slurmctld", "slurmrestd", "temporal", "kube-apiserver")
 SYMPTOMS = ("SlurmJobEnded", "SlurmAllocationLost", "SlurmBridgeFailed")

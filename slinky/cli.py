@@ -10,7 +10,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-AREAS = ("slinky.dev.cli", "slinky.clients.slurm.cli", "slinky.workloads_cli")
+AREAS = ("slinky.dev.cli", "slinky.clients.slurm.cli", "slinky.bridge.workloads_cli")
 """Modules with an ``add_parser(subparsers)`` function, in help order."""
 
 

@@ -28,12 +28,12 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from activities.kube import KubeActivities
 from activities.slurm import SlurmActivities
 from slinky import telemetry
+from slinky.bridge.models.jobspec import TranslateDefaults
 from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
 from slinky.clients.leader import LeaderElector, LeadershipLost
 from slinky.clients.slurm import SlurmClient
 from slinky.config import Settings
-from slinky.models.jobspec import TranslateDefaults
 from slinky.telemetry import configure_logging
 from workers.capacity import FreeNodes
 from workers.gc import GarbageCollector

@@ -24,12 +24,13 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.slurm import cancel_owned_job
-from slinky import pods, telemetry, wellknown
+from slinky import telemetry, wellknown
+from slinky.bridge import pods
+from slinky.bridge.models.jobspec import pods_from_admin_comment
+from slinky.bridge.models.workload import JobRef, job_owner_from_comment, workload_workflow_id
 from slinky.clients.errors import KubeError, KubeNotFound, SlurmError
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.clients.slurm import SlurmApi
-from slinky.models.jobspec import pods_from_admin_comment
-from slinky.models.workload import JobRef, job_owner_from_comment, workload_workflow_id
 
 logger = logging.getLogger(__name__)
 

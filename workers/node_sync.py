@@ -1,4 +1,4 @@
-"""The node sync reconciler: applies :mod:`slinky.nodesync` decisions to Kubernetes and Slurm.
+"""The node sync reconciler: applies :mod:`slinky.bridge.nodesync` decisions to Kubernetes and Slurm.
 
 * Kubernetes nodes by list-watch (resume from the last resourceVersion, relist on 410). Only changes
   that matter to a rule (labels, our annotations, ``spec``, capacity, addresses) queue the node: the
@@ -8,7 +8,7 @@
 * Every step is idempotent and level-triggered, so several replicas (or a test's own instance beside
   the bridge worker) converge instead of fighting, and a node waiting to drain never holds up another.
 * Slurm nodes that no Kubernetes node maps to are retired only if the bridge registered them
-  (:func:`slinky.nodesync.plan_orphan`), and only once the Kubernetes list has been read.
+  (:func:`slinky.bridge.nodesync.plan_orphan`), and only once the Kubernetes list has been read.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from slinky import nodesync, wellknown
+from slinky import wellknown
+from slinky.bridge import nodesync
+from slinky.bridge.translate.nodes import slurm_node_name
 from slinky.clients.errors import (
     KubeConflict,
     KubeError,
@@ -32,7 +34,6 @@ from slinky.clients.kube import KubeClient
 from slinky.clients.slurm import Node as SlurmNode
 from slinky.clients.slurm import NodeUpdate, SlurmApi
 from slinky.config import Settings
-from slinky.translate.nodes import slurm_node_name
 
 logger = logging.getLogger(__name__)
 

@@ -32,13 +32,14 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from slinky import pods, telemetry, wellknown
+from slinky import telemetry, wellknown
+from slinky.bridge import pods
+from slinky.bridge.grouping import GroupRef, group_of, min_member
+from slinky.bridge.models.jobspec import TranslateDefaults
+from slinky.bridge.models.workload import PodEvent, PodEventKind, PodRef, WorkloadInput, workload_workflow_id
 from slinky.clients.errors import KubeError, KubeNotFound
 from slinky.clients.events import EventRecorder, pod_event
 from slinky.clients.kube import KubeClient, Obj
-from slinky.grouping import GroupRef, group_of, min_member
-from slinky.models.jobspec import TranslateDefaults
-from slinky.models.workload import PodEvent, PodEventKind, PodRef, WorkloadInput, workload_workflow_id
 from workers.signals import signal_lifecycle
 
 logger = logging.getLogger(__name__)

@@ -21,9 +21,9 @@ from temporalio.client import Client
 
 from activities.slurm import job_event_of
 from slinky import telemetry, wellknown
+from slinky.bridge.models.workload import JobEvent, owns_job, workflow_id_from_job_comment
 from slinky.clients.slurm import JobEvent as WatchEvent
 from slinky.clients.slurm import JobEventType, JobInfo, JobWatcher, SlurmApi
-from slinky.models.workload import JobEvent, owns_job, workflow_id_from_job_comment
 from workers.signals import signal_lifecycle
 
 logger = logging.getLogger(__name__)

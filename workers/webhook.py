@@ -2,7 +2,7 @@
 
 ``python -m workers.webhook --cert C --key K [--port 16444] [--bind 127.0.0.1]``. The managed scope
 comes from ``Settings().bridge`` (``SLINKY_BRIDGE__*``) unless a flag overrides it. The rules live in
-``slinky.admission`` (pure); this module only speaks HTTP and TLS, with the standard library: one
+``slinky.bridge.admission`` (pure); this module only speaks HTTP and TLS, with the standard library: one
 thread per connection, TLS handshakes in that thread, keep-alive for the API server's pooled
 connections, and the serving certificate reloaded when its files change (cert-manager rotation). Logs are
 JSON lines, one per review.
@@ -26,7 +26,7 @@ from types import FrameType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from slinky import admission
+from slinky.bridge import admission
 from slinky.config import Settings
 from slinky.telemetry import configure_logging
 

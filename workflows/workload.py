@@ -41,9 +41,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from slinky import wellknown
-    from slinky.grouping import KIND_PODGROUP
-    from slinky.models.jobspec import SlurmJobSpec
-    from slinky.models.workload import (
+    from slinky.bridge.grouping import KIND_PODGROUP
+    from slinky.bridge.models.jobspec import SlurmJobSpec
+    from slinky.bridge.models.workload import (
         BindPodsInput,
         BindPodsResult,
         BuildSpecInput,

@@ -24,7 +24,8 @@ from typing import Any, Final
 
 import httpx
 
-from slinky import admission, wellknown
+from slinky import wellknown
+from slinky.bridge import admission
 from slinky.clients.kube import load_kubeconfig
 from slinky.dev.procs import ProcessTable
 

@@ -18,7 +18,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
 from slinky import wellknown
-from slinky.models.workload import WhyPending, workload_workflow_id
+from slinky.bridge.models.workload import WhyPending, workload_workflow_id
 from tests.builders import make_pod
 
 REST = "/slurm/v0.0.44"

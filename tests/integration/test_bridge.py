@@ -20,14 +20,14 @@ from temporalio.common import SearchAttributeKey
 
 from activities.kube import KubeActivities
 from slinky import wellknown
-from slinky.admission import CONFIGURATION_NAME
-from slinky.clients.kube import KubeClient
-from slinky.models import workload as models
-from slinky.models.workload import (
+from slinky.bridge.admission import CONFIGURATION_NAME
+from slinky.bridge.models import workload as models
+from slinky.bridge.models.workload import (
     Phase,
     PodRef,
     job_comment_for,
 )
+from slinky.clients.kube import KubeClient
 from tests.builders import StaticNodes
 from tests.integration.cluster import (
     REST,

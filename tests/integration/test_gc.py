@@ -17,11 +17,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from slinky import wellknown
+from slinky.bridge.models.workload import job_comment_for
 from slinky.clients.errors import KubeNotFound
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.clients.slurm import JobDescMsg, SlurmClient
 from slinky.config import SlurmSettings
-from slinky.models.workload import job_comment_for
 from workers.gc import GarbageCollector
 
 pytestmark = pytest.mark.integration

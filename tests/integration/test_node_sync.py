@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from slinky import nodesync, wellknown
+from slinky import wellknown
+from slinky.bridge import nodesync
 from slinky.clients.errors import KubeError, KubeNotFound, SlurmError, SlurmNotFound
 from slinky.clients.kube import KubeClient
 from slinky.clients.slurm import JobDescMsg, SlurmClient

@@ -16,8 +16,8 @@ from collections import Counter
 import pytest
 
 from slinky import wellknown
+from slinky.bridge.models.workload import job_owner_from_comment
 from slinky.dev import stack
-from slinky.models.workload import job_owner_from_comment
 from tests.integration.cluster import Kube, Slurm, Temporal, is_live, phase, pods_of, wid
 from tests.integration.test_bridge import wait_completed
 from tests.integration.waiting import eventually

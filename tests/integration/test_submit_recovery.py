@@ -19,10 +19,10 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.slurm import SlurmActivities
 from slinky import wellknown
+from slinky.bridge.models.jobspec import SlurmJobSpec
+from slinky.bridge.models.workload import SubmitInput, SubmitResult, job_comment_for
 from slinky.clients.slurm import SlurmClient
 from slinky.config import SlurmSettings
-from slinky.models.jobspec import SlurmJobSpec
-from slinky.models.workload import SubmitInput, SubmitResult, job_comment_for
 from workers.slurm_router import SlurmJobRouter
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from slinky import admission, wellknown
+from slinky import wellknown
+from slinky.bridge import admission
 from slinky.dev import stack, webhook
 from slinky.dev.procs import ProcessTable
 

@@ -26,7 +26,7 @@ from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 with workflow.unsafe.imports_passed_through():
-    from slinky.models.workload import PodsInput, PodStatesResult, WorkloadInput
+    from slinky.bridge.models.workload import PodsInput, PodStatesResult, WorkloadInput
     from workflows import retry
     from workflows.workload import WorkloadWorkflow
 

@@ -11,9 +11,8 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.slurm import SlurmActivities, cancel_owned_job
 from slinky import telemetry
-from slinky.clients.slurm import FakeSlurmClient, JobDescMsg
-from slinky.models.jobspec import SlurmJobSpec
-from slinky.models.workload import (
+from slinky.bridge.models.jobspec import SlurmJobSpec
+from slinky.bridge.models.workload import (
     JobRef,
     SubmitInput,
     UpdateJobInput,
@@ -21,6 +20,7 @@ from slinky.models.workload import (
     job_owner_from_comment,
     owns_job,
 )
+from slinky.clients.slurm import FakeSlurmClient, JobDescMsg
 from tests.unit.slurm.helpers import fake_cluster
 from tests.unit.test_submit_activity import Gate, Index
 

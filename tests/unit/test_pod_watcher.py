@@ -11,9 +11,9 @@ import httpx
 
 from activities.kube import KubeActivities
 from slinky import wellknown
+from slinky.bridge.models.jobspec import TranslateDefaults
+from slinky.bridge.models.workload import BuildSpecInput, PodRef
 from slinky.clients.kube import KubeClient, KubeConfig
-from slinky.models.jobspec import TranslateDefaults
-from slinky.models.workload import BuildSpecInput, PodRef
 from tests.builders import StaticNodes, make_pod
 from workers.pod_watcher import PodWatcher
 

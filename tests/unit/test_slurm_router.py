@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from slinky.bridge.models.workload import job_comment_for
 from slinky.clients.slurm import JobDescMsg, JobInfo
-from slinky.models.workload import job_comment_for
 from tests.unit.slurm.helpers import fake_cluster
 from workers.slurm_router import SlurmJobRouter
 

@@ -10,10 +10,10 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.slurm import SlurmActivities
 from slinky import telemetry
+from slinky.bridge.models.jobspec import SlurmJobSpec
+from slinky.bridge.models.workload import SubmitInput, SubmitResult, owns_job
 from slinky.clients.slurm import JobDescMsg, JobInfo
 from slinky.clients.slurm.client import map_error
-from slinky.models.jobspec import SlurmJobSpec
-from slinky.models.workload import SubmitInput, SubmitResult, owns_job
 from tests.unit.slurm.helpers import fake_cluster
 
 SPEC = SlurmJobSpec(pods=("ns/p",), partition="p", min_nodes=1, max_nodes=1)

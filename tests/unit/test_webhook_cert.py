@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from slinky import admission
+from slinky.bridge import admission
 from workers.webhook import ServingCert, WebhookServer
 
 

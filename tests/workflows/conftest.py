@@ -28,9 +28,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from slinky.grouping import KIND_PODGROUP, GroupRef
-from slinky.models.jobspec import SlurmJobSpec, TranslateDefaults
-from slinky.models.workload import (
+from slinky.bridge.grouping import KIND_PODGROUP, GroupRef
+from slinky.bridge.models.jobspec import SlurmJobSpec, TranslateDefaults
+from slinky.bridge.models.workload import (
     BindPodsInput,
     BindPodsResult,
     BuildSpecInput,

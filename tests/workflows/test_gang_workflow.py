@@ -17,8 +17,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from slinky.models.jobspec import SlurmJobSpec
-from slinky.models.workload import (
+from slinky.bridge.models.jobspec import SlurmJobSpec
+from slinky.bridge.models.workload import (
     BuildSpecResult,
     Phase,
     PodBinding,

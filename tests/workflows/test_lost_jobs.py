@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slinky.models.workload import BuildSpecResult, JobEvent, PodEventKind, SubmitResult
+from slinky.bridge.models.workload import BuildSpecResult, JobEvent, PodEventKind, SubmitResult
 from tests.workflows.conftest import (
     EVENTS,
     GANG_SPEC,

@@ -16,8 +16,8 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import WorkflowEnvironment
 
-from slinky.models.jobspec import SlurmJobSpec
-from slinky.models.workload import (
+from slinky.bridge.models.jobspec import SlurmJobSpec
+from slinky.bridge.models.workload import (
     BindPodsResult,
     BuildSpecResult,
     JobEvent,

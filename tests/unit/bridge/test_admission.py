@@ -1,4 +1,4 @@
-"""The admission rules (``slinky.admission``): every mutation and denial, allowed and denied, v1 and v1beta1."""
+"""The admission rules (``slinky.bridge.admission``): every mutation and denial, allowed and denied, v1 and v1beta1."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from slinky import admission, wellknown
-from slinky.admission import AdmissionSettings
+from slinky import wellknown
+from slinky.bridge import admission
+from slinky.bridge.admission import AdmissionSettings
 from tests.builders import make_pod
 
 Obj = dict[str, Any]

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from slinky import wellknown
-from slinky.translate.nodes import excluded_nodes, node_fits, slurm_node_name
+from slinky.bridge.translate.nodes import excluded_nodes, node_fits, slurm_node_name
 from tests.builders import make_node, make_pod, make_taint, make_toleration
 
 

@@ -1,4 +1,4 @@
-"""slinky.nodesync: the node sync decisions, table-driven; plus the reconciler against FakeSlurmClient."""
+"""slinky.bridge.nodesync: the node sync decisions, table-driven; plus the reconciler against FakeSlurmClient."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
-from slinky import nodesync, wellknown
-from slinky.clients.slurm import FakeSlurmClient
-from slinky.clients.slurm import Node as SlurmNode
-from slinky.nodesync import (
+from slinky import wellknown
+from slinky.bridge import nodesync
+from slinky.bridge.nodesync import (
     AddTaint,
     Blocked,
     CreateSlurmNode,
@@ -22,6 +21,8 @@ from slinky.nodesync import (
     Undrain,
     WaitDrained,
 )
+from slinky.clients.slurm import FakeSlurmClient
+from slinky.clients.slurm import Node as SlurmNode
 from tests.builders import make_node
 
 SCHED = wellknown.SCHEDULER_NAME

@@ -17,11 +17,11 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from slinky import wellknown
-from slinky.models import SlurmJobSpec, TranslateDefaults, TranslationResult
-from slinky.translate.annotations import parse_annotations
-from slinky.translate.errors import ConflictingAnnotations, InvalidPodSpec
-from slinky.translate.nodes import excluded_nodes
-from slinky.translate.resources import translate_resources
+from slinky.bridge.models import SlurmJobSpec, TranslateDefaults, TranslationResult
+from slinky.bridge.translate.annotations import parse_annotations
+from slinky.bridge.translate.errors import ConflictingAnnotations, InvalidPodSpec
+from slinky.bridge.translate.nodes import excluded_nodes
+from slinky.bridge.translate.resources import translate_resources
 
 KIND_JOB: Final = "Job"
 OWNER_KINDS_WITH_ANNOTATIONS: Final = frozenset({KIND_JOB, "JobSet"})

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from slinky.translate.errors import InvalidPodSpec
-from slinky.translate.resources import PodResources, translate_resources
+from slinky.bridge.translate.errors import InvalidPodSpec
+from slinky.bridge.translate.resources import PodResources, translate_resources
 from tests.builders import make_container, make_pod
 
 CASES: list[tuple[str, dict[str, Any], PodResources]] = [

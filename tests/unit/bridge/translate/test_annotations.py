@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 
 from slinky import wellknown
-from slinky.translate.annotations import FIELDS, parse_annotations
-from slinky.translate.errors import InvalidAnnotation, TranslationError, UnknownAnnotation
+from slinky.bridge.translate.annotations import FIELDS, parse_annotations
+from slinky.bridge.translate.errors import InvalidAnnotation, TranslationError, UnknownAnnotation
 
 W = wellknown
 

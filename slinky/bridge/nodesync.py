@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from slinky import wellknown
+from slinky.bridge.translate.errors import InvalidQuantity
+from slinky.bridge.translate.nodes import slurm_node_name
+from slinky.bridge.translate.quantity import cpu_cores, memory_mib, parse_quantity
 from slinky.clients.slurm.models import Node as SlurmNode
-from slinky.translate.errors import InvalidQuantity
-from slinky.translate.nodes import slurm_node_name
-from slinky.translate.quantity import cpu_cores, memory_mib, parse_quantity
 
 REASON_PREFIX: Final = "slurm-bridge:"
 """Marks the drains the bridge owns: only these are ever undrained by the bridge."""

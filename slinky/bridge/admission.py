@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from slinky import wellknown
-from slinky.translate.annotations import parse_annotations
-from slinky.translate.errors import TranslationError
+from slinky.bridge.translate.annotations import parse_annotations
+from slinky.bridge.translate.errors import TranslationError
 
 Obj = dict[str, Any]
 Kind = Literal["mutate", "validate"]

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from slinky import wellknown
-from slinky.models import TranslationWarning
-from slinky.translate.errors import InvalidAnnotation, InvalidQuantity, UnknownAnnotation
-from slinky.translate.quantity import ceil_value, memory_mib
+from slinky.bridge.models import TranslationWarning
+from slinky.bridge.translate.errors import InvalidAnnotation, InvalidQuantity, UnknownAnnotation
+from slinky.bridge.translate.quantity import ceil_value, memory_mib
 
 INT32_MAX: Final = 2**31 - 1
 _INTEGER: Final = re.compile(r"^\+?[0-9]+$")

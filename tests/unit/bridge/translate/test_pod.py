@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 
 from slinky import wellknown
-from slinky.models import SlurmJobSpec, TranslateDefaults
-from slinky.translate import (
+from slinky.bridge.models import SlurmJobSpec, TranslateDefaults
+from slinky.bridge.translate import (
     ConflictingAnnotations,
     InvalidAnnotation,
     InvalidPodSpec,

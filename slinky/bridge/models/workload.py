@@ -11,8 +11,8 @@ from typing import Final, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from slinky.grouping import GroupRef
-from slinky.models.jobspec import SlurmJobSpec, TranslateDefaults
+from slinky.bridge.grouping import GroupRef
+from slinky.bridge.models.jobspec import SlurmJobSpec, TranslateDefaults
 
 WORKFLOW_ID_PREFIX: Final = "workload"
 JOB_COMMENT_KEY: Final = "slinkyWorkflowId"

@@ -4,8 +4,8 @@ from decimal import Decimal
 
 import pytest
 
-from slinky.translate.errors import InvalidQuantity, TranslationError
-from slinky.translate.quantity import cpu_cores, memory_mib, parse_quantity
+from slinky.bridge.translate.errors import InvalidQuantity, TranslationError
+from slinky.bridge.translate.quantity import cpu_cores, memory_mib, parse_quantity
 
 
 @pytest.mark.parametrize(

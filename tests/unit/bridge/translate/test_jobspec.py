@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from slinky.models import SlurmJobSpec, TranslationResult, admin_comment_for, pods_from_admin_comment
+from slinky.bridge.models import SlurmJobSpec, TranslationResult, admin_comment_for, pods_from_admin_comment
 
 
 def test_to_job_desc_minimal_is_an_exclusive_external_job() -> None:

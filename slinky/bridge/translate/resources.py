@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final, TypeAlias
 
-from slinky.translate.errors import InvalidPodSpec, InvalidQuantity
-from slinky.translate.quantity import bytes_to_mib, parse_quantity
+from slinky.bridge.translate.errors import InvalidPodSpec, InvalidQuantity
+from slinky.bridge.translate.quantity import bytes_to_mib, parse_quantity
 
 RESOURCE_CPU: Final = "cpu"
 RESOURCE_MEMORY: Final = "memory"

@@ -20,10 +20,10 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from slinky import wellknown
+from slinky.bridge.models.workload import WhyPending, workload_workflow_id
 from slinky.clients.errors import KubeNotFound
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.config import Settings
-from slinky.models.workload import WhyPending, workload_workflow_id
 
 WORKFLOW_TYPE = "WorkloadWorkflow"
 

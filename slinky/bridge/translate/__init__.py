@@ -3,8 +3,8 @@
 No I/O: the caller fetches the pod, its owner and the nodes, and records the warnings and errors.
 """
 
-from slinky.translate.annotations import parse_annotations
-from slinky.translate.errors import (
+from slinky.bridge.translate.annotations import parse_annotations
+from slinky.bridge.translate.errors import (
     ConflictingAnnotations,
     InvalidAnnotation,
     InvalidPodSpec,
@@ -12,8 +12,8 @@ from slinky.translate.errors import (
     TranslationError,
     UnknownAnnotation,
 )
-from slinky.translate.nodes import excluded_nodes, node_fits, slurm_node_name
-from slinky.translate.pod import pod_key, translate_group, translate_pod
+from slinky.bridge.translate.nodes import excluded_nodes, node_fits, slurm_node_name
+from slinky.bridge.translate.pod import pod_key, translate_group, translate_pod
 
 __all__ = [
     "ConflictingAnnotations",

@@ -11,7 +11,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Final
 
-from slinky.translate.errors import InvalidQuantity
+from slinky.bridge.translate.errors import InvalidQuantity
 
 MIB: Final = 1024 * 1024
 

@@ -1,6 +1,6 @@
 """Pydantic models shared by workflows, activities and the translator (pure, no I/O)."""
 
-from slinky.models.jobspec import (
+from slinky.bridge.models.jobspec import (
     SlurmJobSpec,
     TranslateDefaults,
     TranslationResult,
