@@ -119,9 +119,11 @@ async def run_bridge(settings: Settings, stop: asyncio.Event) -> None:
     kube = KubeClient.from_kubeconfig(settings.kube.kubeconfig)
     slurm = SlurmClient.from_settings(settings.slurm)
     nodes = NodeCache(kube, slurm)
+    gc = GarbageCollector(kube, slurm, temporal)
     router = SlurmJobRouter(
         slurm,
         temporal,
+        on_ownerless_job=gc.collect_soon,
         interval_seconds=settings.slurm.watch_interval_seconds,
         fast_interval_seconds=settings.slurm.watch_fast_interval_seconds,
         fast_window_seconds=settings.slurm.watch_fast_window_seconds,
@@ -136,7 +138,6 @@ async def run_bridge(settings: Settings, stop: asyncio.Event) -> None:
         defaults=defaults,
         events=events,
     )
-    gc = GarbageCollector(kube, slurm, temporal)
     if settings.telemetry.metrics_port:
         telemetry.REGISTRY.register(
             telemetry.PollCollector(

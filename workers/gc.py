@@ -12,11 +12,16 @@ Every cancel goes through :func:`activities.slurm.cancel_owned_job`, as the life
 again and cancelled only if its ``comment`` still names the same workflow and submission.
 
 A running workflow always wins: GC never touches a workload whose lifecycle is still in charge.
+
+A pass also runs soon (``collect_soon``, 2 s later) when the Slurm job router finds a live job whose lifecycle
+has ended: slurmctld brings a job back that its owner cancelled moments before a crash (cancels are saved late,
+slurm.md §9), and nobody else would cancel it before the next periodic pass.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -41,6 +46,8 @@ class GarbageCollector:
         self.slurm = slurm
         self.temporal = temporal
         self.interval_seconds = interval_seconds
+        self.soon_seconds = 2.0
+        self._soon = asyncio.Event()
         self.jobs_cancelled = 0
         self.pods_deleted = 0
 
@@ -128,9 +135,16 @@ class GarbageCollector:
         except KubeNotFound:
             return
 
+    def collect_soon(self) -> None:
+        """Run a pass in ``soon_seconds`` instead of at the next interval (several calls: one pass)."""
+        self._soon.set()
+
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(self.interval_seconds)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._soon.wait(), self.interval_seconds)
+                await asyncio.sleep(self.soon_seconds)  # let the wave of events that called it settle
+            self._soon.clear()
             try:
                 await self.run_once()
             except (SlurmError, KubeError, RPCError) as err:

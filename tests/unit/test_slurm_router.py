@@ -112,3 +112,29 @@ async def test_the_index_forgets_a_vanished_submission_but_not_the_next_one_with
     live = router.live_job_of(WID, 2)
     assert live is not None and live.job_id == second
     assert [(e.state, e.submission) for _, _, e in temporal.sent] == [("VANISHED", 1)]
+
+
+async def test_a_live_job_whose_lifecycle_has_ended_wakes_the_garbage_collector() -> None:
+    """slurmctld saves cancels late: after a crash a job its owner cancelled comes back RUNNING, and the signal
+    finds no lifecycle. The garbage collector is asked for a pass now instead of in a minute."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    class _Closed(_Temporal):
+        def get_workflow_handle(self, workflow_id: str) -> Any:
+            class _Gone:
+                async def signal(self, name: str, arg: Any) -> None:
+                    raise RPCError("workflow execution already completed", RPCStatusCode.NOT_FOUND, b"")
+
+            return _Gone()
+
+    fake, woken = fake_cluster(), []
+    router = SlurmJobRouter(fake, _Closed(), on_ownerless_job=lambda: woken.append(1))  # type: ignore[arg-type]
+    await _poll(router)
+    job_id = await fake.submit_job(_job())
+    fake.tick()
+    await _poll(router)
+    assert woken, "a RUNNING job nobody can be told of"
+    woken.clear()
+    await fake.cancel_job(job_id)
+    await _poll(router)
+    assert not woken, "a finished job needs nothing"
