@@ -678,6 +678,8 @@ class WorkloadWorkflow:
             broken = [m for m in bound if m.failed or (not m.terminal and (m.deleting or m.gone))]
             if broken:
                 return await self._end_by_member(broken)
+            if self.readopt_waiting and self._job_running():
+                self.readopt_waiting = False  # Slurm handed the nodes back: the job holds them again
             if self._job_ended() or self._allocation_lost():
                 recover = self._job_vanished() or not self._job_ended()
                 if recover and workflow.patched(PATCH_RECOVER_LOST_JOB):
@@ -749,10 +751,8 @@ class WorkloadWorkflow:
         job = self.job
         if job is None or not self.allocation:
             return False
-        if self.readopt_waiting:
-            if job.state != "RUNNING":
-                return False
-            self.readopt_waiting = False  # Slurm handed the nodes back: the job holds them again
+        if self.readopt_waiting and job.state != "RUNNING":
+            return False  # queued for the members' nodes: PENDING is expected
         return job.state == "PENDING" or (
             job.state == "RUNNING" and bool(job.nodes) and sorted(job.nodes) != sorted(self.allocation)
         )
