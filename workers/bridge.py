@@ -123,7 +123,7 @@ async def run_bridge(settings: Settings, stop: asyncio.Event) -> None:
     router = SlurmJobRouter(
         slurm,
         temporal,
-        on_ownerless_job=gc.collect_soon,
+        request_gc=gc.collect_soon,
         interval_seconds=settings.slurm.watch_interval_seconds,
         fast_interval_seconds=settings.slurm.watch_fast_interval_seconds,
         fast_window_seconds=settings.slurm.watch_fast_window_seconds,

@@ -13,9 +13,10 @@ again and cancelled only if its ``comment`` still names the same workflow and su
 
 A running workflow always wins: GC never touches a workload whose lifecycle is still in charge.
 
-A pass also runs soon (``collect_soon``, 2 s later) when the Slurm job router finds a live job whose lifecycle
-has ended: slurmctld brings a job back that its owner cancelled moments before a crash (cancels are saved late,
-slurm.md §9), and nobody else would cancel it before the next periodic pass.
+A pass also runs soon (``collect_soon``, 2 s later) after a slurmctld restart, and when the Slurm job router
+finds a live job whose lifecycle has ended: slurmctld brings back a job that its owner cancelled moments
+before a crash (cancels are saved late, slurm.md §9), and nobody else would cancel it before the next
+periodic pass.
 """
 
 from __future__ import annotations

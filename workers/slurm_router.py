@@ -65,7 +65,7 @@ class SlurmJobRouter:
         fast_interval_seconds: float | None = None,
         fast_window_seconds: float = 3.0,
         controller_check_seconds: float | None = 1.0,
-        on_ownerless_job: Callable[[], None] | None = None,
+        request_gc: Callable[[], None] | None = None,
     ) -> None:
         # State-probe mode: a cheap `jobs/state` poll per interval, a job read only when it starts running,
         # and the full list every 2 s for pending reasons; polled faster for a few seconds after each submit,
@@ -80,8 +80,11 @@ class SlurmJobRouter:
             controller_check_seconds=controller_check_seconds,
         )
         self.temporal = temporal
-        self.on_ownerless_job = on_ownerless_job
-        """Called when a live job's lifecycle has ended (it could not be told): ``GarbageCollector.collect_soon``."""
+        self.request_gc = request_gc
+        """Asks the garbage collector for a pass soon (``GarbageCollector.collect_soon``): after a controller restart,
+        which may bring back jobs whose owners cancelled them just before the crash (cancels are saved late), and
+        when a live job's lifecycle has ended."""
+        self._restarts_seen = 0
         self._live: dict[str, JobInfo] = {}
         self._sem = asyncio.Semaphore(SIGNAL_CONCURRENCY)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -106,6 +109,9 @@ class SlurmJobRouter:
 
     # Routing ----------------------------------------------------------------------------------------
     def _on_event(self, event: WatchEvent) -> None:
+        if self.watcher.controller_restarts != self._restarts_seen and self.request_gc is not None:
+            self._restarts_seen = self.watcher.controller_restarts
+            self.request_gc()
         workflow_id = workflow_id_from_job_comment(event.job.comment)
         if workflow_id is None:
             return
@@ -132,11 +138,11 @@ class SlurmJobRouter:
     async def _signal(self, workflow_id: str, event: JobEvent) -> None:
         if await signal_lifecycle(self.temporal, workflow_id, "job_event", event, self._sem):
             self.signals_sent += 1
-        elif event.state in ("PENDING", "RUNNING") and self.on_ownerless_job is not None:
+        elif event.state in ("PENDING", "RUNNING") and self.request_gc is not None:
             # A live job whose lifecycle has ended: brought back by a restarted slurmctld after its owner
             # cancelled it. The garbage collector's rules decide (cancel once its pods stopped).
             logger.warning("Slurm job %s is live but its lifecycle %s has ended", event.job_id, workflow_id)
-            self.on_ownerless_job()
+            self.request_gc()
 
     async def run(self) -> None:
         await self.watcher.run()

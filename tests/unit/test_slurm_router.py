@@ -128,7 +128,7 @@ async def test_a_live_job_whose_lifecycle_has_ended_wakes_the_garbage_collector(
             return _Gone()
 
     fake, woken = fake_cluster(), []
-    router = SlurmJobRouter(fake, _Closed(), on_ownerless_job=lambda: woken.append(1))  # type: ignore[arg-type]
+    router = SlurmJobRouter(fake, _Closed(), request_gc=lambda: woken.append(1))  # type: ignore[arg-type]
     await _poll(router)
     job_id = await fake.submit_job(_job())
     fake.tick()
@@ -138,3 +138,18 @@ async def test_a_live_job_whose_lifecycle_has_ended_wakes_the_garbage_collector(
     await fake.cancel_job(job_id)
     await _poll(router)
     assert not woken, "a finished job needs nothing"
+
+
+async def test_a_controller_restart_asks_the_garbage_collector_for_a_pass() -> None:
+    """A job whose owner cancelled it just before a crash comes back while the owner finishes its cleanup."""
+    fake, temporal, asked = fake_cluster(), _Temporal(), []
+    router = SlurmJobRouter(fake, temporal, controller_check_seconds=0.0, request_gc=lambda: asked.append(1))  # type: ignore[arg-type]
+    await fake.submit_job(_job())
+    await _poll(router)
+    assert asked == []
+    fake.crash(keep_job_ids=set())
+    await _poll(router)
+    assert asked == [1]
+    await fake.submit_job(_job())
+    await _poll(router)
+    assert asked == [1], "once per restart"
