@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_a_short_chaos_run_loses_nothing(dev_env: dict[str, str], tmp_path: Path) -> None:
     out = tmp_path / "chaos.json"
-    code = chaos.main(["--workloads", "20", "--kills", "3", "--seed", "22", "--settle", "10", "--json", str(out)])
+    code = chaos.main(["--workloads", "20", "--kills", "3", "--seed", "22", "--settle", "15", "--json", str(out)])
     summary = json.loads(out.read_text())
     assert code == 0, summary
     assert summary["kills"] == 3 and summary["pods"] >= 20
