@@ -32,6 +32,9 @@ fmt: bootstrap ## format the code
 	.venv/bin/ruff format .
 	.venv/bin/ruff check --fix .
 
+crds: bootstrap ## regenerate deploy/crds/slinky/ from the pydantic models (a unit test fails when they drift)
+	$(PY) -m slinky.operator.api.crds --write
+
 image: bootstrap ## build the container image offline with podman (deploy/images/build.sh; ~75 s cold, ~10 s warm)
 	bash deploy/images/build.sh
 
@@ -48,4 +51,4 @@ dev-status: ## health of each component of the local stack
 dev-down: ## stop exactly what dev-up started
 	$(PY) -m slinky.cli dev down
 
-.PHONY: help bootstrap demo test test-unit test-integration lint fmt image chaos dev-up dev-status dev-down
+.PHONY: help bootstrap demo test test-unit test-integration lint fmt crds image chaos dev-up dev-status dev-down

@@ -365,11 +365,11 @@ def start_kubernetes(procs: ProcessTable) -> None:
         log("kube-controller-manager already running")
 
 
-CRD_DIRS = (REPO / "deploy" / "crds" / "third-party",)
+CRD_DIRS = (REPO / "deploy" / "crds" / "third-party", REPO / "deploy" / "crds" / "slinky")
 
 
 def install_crds() -> None:
-    """Apply the CRDs the bridge reads (PodGroup, LeaderWorkerSet, JobSet); idempotent."""
+    """Apply the CRDs the bridge reads (PodGroup, LeaderWorkerSet, JobSet) and our own (slinky.slurm.net); idempotent."""
     kubeconfig = str(_kube_dir() / "kubeconfig")
     for directory in CRD_DIRS:
         proc = subprocess.run(
