@@ -125,6 +125,8 @@ SEARCH_ATTRIBUTES: Final = {
     "SlinkyPhase": "Keyword",
     "SlinkyPartition": "Keyword",
     "SlinkyGroupSize": "Int",
+    "SlinkyNodeSet": "Keyword",
+    "SlinkySlurmNode": "Keyword",
 }
 
 # Third-party keys the bridge reads (set by other projects' controllers; spelled only here).
@@ -144,3 +146,38 @@ API_PODGROUP: Final = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}
 API_LWS: Final = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{namespace}/leaderworkersets/{name}"
 API_JOB: Final = "/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
 API_JOBSET: Final = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/{name}"
+
+# slurm-operator keys (upstream slurm-operator `api/v1beta1/well_known.go`, `internal/builder/labels`).
+PREFIX_NODESET: Final = "nodeset." + PREFIX_SLINKY
+PREFIX_CONTROLLER: Final = "controller." + PREFIX_SLINKY
+ANNOTATION_POD_CORDON: Final = PREFIX_NODESET + "pod-cordon"
+"""On a NodeSet pod: ``true`` means drain its Slurm node (set by a scale-in, an update or a cordoned node)."""
+ANNOTATION_POD_DELETION_COST: Final = PREFIX_NODESET + "pod-deletion-cost"
+"""int32 on a NodeSet pod; lower is deleted first on scale-in."""
+ANNOTATION_POD_DEADLINE: Final = PREFIX_NODESET + "pod-deadline"
+"""RFC 3339 on a NodeSet pod: when its running Slurm jobs end at the latest (max start + time limit)."""
+ANNOTATION_NODE_CORDON_REASON: Final = PREFIX_NODESET + "node-cordon-reason"
+ANNOTATION_NODE_HOSTNAME_OVERRIDE: Final = PREFIX_NODESET + "hostname-override"
+LABEL_NODESET_POD_NAME: Final = PREFIX_NODESET + "pod-name"
+LABEL_NODESET_POD_INDEX: Final = PREFIX_NODESET + "pod-index"
+LABEL_NODESET_POD_HOSTNAME: Final = PREFIX_NODESET + "pod-hostname"
+"""The Slurm node name of a NodeSet pod."""
+LABEL_NODESET_POD_PROTECT: Final = PREFIX_NODESET + "pod-protect"
+"""Selector of the shared worker PodDisruptionBudget: set while the pod's Slurm node runs jobs."""
+LABEL_NODESET_SCALING_MODE: Final = PREFIX_NODESET + "scaling-mode"
+LABEL_CONTROLLER_ACTIVE: Final = PREFIX_CONTROLLER + "active"
+LABEL_CLUSTER: Final = PREFIX_SLINKY + "cluster"
+FINALIZER_NODESET_RESERVATION: Final = PREFIX_NODESET + "reservation"
+TAINT_NODESET_WORKER: Final = PREFIX_NODESET + "worker"
+"""NoExecute taint of nodes reserved for NodeSet pods; the pods tolerate it."""
+LABEL_APP: Final = "app.kubernetes.io/name"
+LABEL_INSTANCE: Final = "app.kubernetes.io/instance"
+LABEL_COMPONENT: Final = "app.kubernetes.io/component"
+LABEL_CONTROLLER_REVISION_HASH: Final = "controller-revision-hash"
+APP_SLURMD: Final = "slurmd"
+COMPONENT_WORKER: Final = "worker"
+ANNOTATION_DEFAULT_CONTAINER: Final = "kubectl.kubernetes.io/default-container"
+OPERATOR_REASON_PREFIX: Final = "slurm-operator: "
+"""Slurm node reasons the operator owns start with this; any other reason is an admin's and never touched."""
+ANNOTATION_SCALE_IN_WORKFLOW: Final = PREFIX_NODESET + "scale-in-workflow"
+"""The Temporal workflow draining a condemned NodeSet pod (ours; not in upstream): `temporal workflow show -w`."""

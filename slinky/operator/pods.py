@@ -1,0 +1,245 @@
+"""Pure builders of NodeSet pods: names, labels, the slurmd container, the template revision.
+
+Upstream builds NodeSet pods directly (no StatefulSet): `<nodeset>-<ordinal>` with a stable hostname that is
+the Slurm node name, one `slurmd` container running `slurmd -Z` (a dynamic node) with the configless
+`--conf-server` and `--conf 'Features=<nodeset> ...'`, `POD_CPUS`/`POD_MEMORY` from the limits, a preStop
+that takes the node out of Slurm, and a required anti-affinity (one pod per Kubernetes node) unless
+`oversubscribeNode`. These functions take the parsed objects and return plain dicts; they do no I/O.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+from slinky import wellknown
+from slinky.operator.api.controller import Controller
+from slinky.operator.api.nodeset import NodeSet
+
+Obj = dict[str, Any]
+
+SLURMD_PORT = 6818
+PRE_STOP = (
+    "scontrol update nodename=$(hostname) state=down reason='"
+    + wellknown.OPERATOR_REASON_PREFIX
+    + "Pod is terminating'; scontrol delete nodename=$(hostname)"
+)
+"""Upstream's preStop sets the node DOWN; ours then deletes the dynamic node, so no ghost stays in sinfo."""
+
+_CONF_ITEM = re.compile(r"^([A-Za-z]+)=(.*)$")
+
+
+def pod_name(nodeset: str, ordinal: int, padding: int = 0) -> str:
+    """`<nodeset>-<ordinal>`, the ordinal zero-padded to `padding` digits."""
+    return f"{nodeset}-{ordinal:0{padding}d}" if padding else f"{nodeset}-{ordinal}"
+
+
+def ordinal_of(nodeset: str, name: str) -> int | None:
+    """The ordinal of a pod named `<nodeset>-<n>`, or None for any other name."""
+    prefix = f"{nodeset}-"
+    rest = name[len(prefix) :] if name.startswith(prefix) else ""
+    return int(rest) if rest.isdigit() else None
+
+
+def free_ordinals(used: set[int], count: int) -> list[int]:
+    """The `count` lowest ordinals not in `used` (scale-out fills holes first, as a StatefulSet)."""
+    out: list[int] = []
+    n = 0
+    while len(out) < count:
+        if n not in used:
+            out.append(n)
+        n += 1
+    return out
+
+
+def selector_labels(nodeset: NodeSet) -> dict[str, str]:
+    """The labels that select a NodeSet's pods (`.status.selector`, the scale subresource's)."""
+    return {wellknown.LABEL_APP: wellknown.APP_SLURMD, wellknown.LABEL_INSTANCE: _name(nodeset)}
+
+
+def selector_string(nodeset: NodeSet) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(nodeset).items()))
+
+
+def parse_extra_conf(extra_conf: str | None) -> dict[str, list[str]]:
+    """`Key=Value[,Value]` items separated by blanks; raises ValueError naming a malformed item."""
+    out: dict[str, list[str]] = {}
+    for item in (extra_conf or "").split():
+        match = _CONF_ITEM.match(item)
+        if not match:
+            raise ValueError(f"malformed item {item!r}: expected Key=Value")
+        key = match.group(1)[:1].upper() + match.group(1)[1:].lower()
+        out.setdefault(key, []).extend(v for v in match.group(2).split(",") if v)
+    return out
+
+
+def slurmd_conf(nodeset: NodeSet) -> str:
+    """The `--conf` value: `Features=<nodeset>[,extra]` plus the other extraConf keys, sorted."""
+    extra = parse_extra_conf(nodeset.spec.extra_conf)
+    features = sorted({_name(nodeset), *extra.pop("Feature", []), *extra.pop("Features", [])})
+    items = {"Features": ",".join(features), **{k: ",".join(v) for k, v in extra.items()}}
+    return " ".join(f"{k}={v}" for k, v in sorted(items.items()))
+
+
+def conf_server(controller: Controller) -> str:
+    """`host:port` of slurmctld: the external one, or the Controller's Service (`<name>-controller`)."""
+    ext = controller.spec.external_config
+    if controller.spec.external and ext is not None:
+        return f"{ext.host}:{ext.port}"
+    namespace = controller.metadata.get("namespace", "default")
+    return f"{controller.metadata.get('name', '')}-controller.{namespace}:6817"
+
+
+def slurmd_args(nodeset: NodeSet, controller: Controller) -> list[str]:
+    return ["-Z", "--conf-server", conf_server(controller), "--conf", slurmd_conf(nodeset)]
+
+
+def quantity_cpus(value: Any) -> int:
+    """A CPU quantity rounded up to whole CPUs (`500m` -> 1, `2` -> 2)."""
+    text = str(value)
+    if text.endswith("m"):
+        return math.ceil(int(text[:-1]) / 1000)
+    return math.ceil(float(text))
+
+
+_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def quantity_bytes(value: Any) -> int:
+    """A memory quantity in bytes (`4Gi`, `512Mi`, `1G`, `1048576`)."""
+    text = str(value)
+    for suffix in sorted(_UNITS, key=len, reverse=True):
+        if text.endswith(suffix):
+            return int(float(text[: -len(suffix)]) * _UNITS[suffix])
+    return int(float(text))
+
+
+def resource_limits(nodeset: NodeSet) -> tuple[int, int]:
+    """(CPUs, MiB) from the slurmd container's limits, else the pod template's containers' (upstream's rule)."""
+    cpus = mem = 0
+    for container in nodeset.spec.template.spec.get("containers") or []:
+        limits = (container.get("resources") or {}).get("limits") or {}
+        cpus += quantity_cpus(limits["cpu"]) if "cpu" in limits else 0
+        mem += quantity_bytes(limits["memory"]) if "memory" in limits else 0
+    own = (nodeset.spec.slurmd.get("resources") or {}).get("limits") or {}
+    if "cpu" in own:
+        cpus = quantity_cpus(own["cpu"])
+    if "memory" in own:
+        mem = quantity_bytes(own["memory"])
+    return cpus, mem // 2**20
+
+
+def revision_hash(nodeset: NodeSet, controller_server: str) -> str:
+    """The template revision: a hash of everything that ends up in the pod (a change rolls the pods)."""
+    spec = nodeset.spec
+    relevant = {
+        "slurmd": spec.slurmd,
+        "logfile": spec.logfile,
+        "template": spec.template.to_wire(),
+        "extraConf": spec.extra_conf,
+        "ssh": spec.ssh.to_wire() if spec.ssh else None,
+        "server": controller_server,
+    }
+    digest = hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+    return digest[:10]
+
+
+def _name(nodeset: NodeSet) -> str:
+    return str(nodeset.metadata.get("name", ""))
+
+
+def _merge_container(base: Obj, overlay: Obj) -> Obj:
+    """The user's container fields win, except the name; env and volumeMounts are merged by name."""
+    out = {**base, **{k: v for k, v in overlay.items() if k not in {"env", "volumeMounts", "name"}}}
+    for key in ("env", "volumeMounts"):
+        merged = {item["name"]: item for item in base.get(key, [])}
+        merged.update({item["name"]: item for item in overlay.get(key) or []})
+        if merged:
+            out[key] = list(merged.values())
+    return out
+
+
+def build_pod(nodeset: NodeSet, controller: Controller, ordinal: int, revision: str) -> Obj:
+    """The pod of `ordinal` (StatefulSet mode): metadata, the slurmd container, scheduling rules."""
+    name = _name(nodeset)
+    namespace = str(nodeset.metadata.get("namespace", "default"))
+    pod = pod_name(name, ordinal, nodeset.spec.ordinal_padding)
+    hostname = pod
+    cpus, mem = resource_limits(nodeset)
+    template_meta = nodeset.spec.template.metadata
+    labels = {
+        **(template_meta.labels or {}),
+        **selector_labels(nodeset),
+        wellknown.LABEL_COMPONENT: wellknown.COMPONENT_WORKER,
+        wellknown.LABEL_CLUSTER: nodeset.spec.controller_ref.name,
+        wellknown.LABEL_NODESET_POD_NAME: pod,
+        wellknown.LABEL_NODESET_POD_INDEX: str(ordinal),
+        wellknown.LABEL_NODESET_POD_HOSTNAME: hostname,
+        wellknown.LABEL_NODESET_SCALING_MODE: nodeset.spec.scaling_mode,
+        wellknown.LABEL_CONTROLLER_REVISION_HASH: revision,
+    }
+    annotations = {**(template_meta.annotations or {}), wellknown.ANNOTATION_DEFAULT_CONTAINER: wellknown.APP_SLURMD}
+    slurmd: Obj = {
+        "name": wellknown.APP_SLURMD,
+        "args": slurmd_args(nodeset, controller),
+        "env": [{"name": "POD_CPUS", "value": str(cpus)}, {"name": "POD_MEMORY", "value": str(mem)}],
+        "ports": [{"name": wellknown.APP_SLURMD, "containerPort": SLURMD_PORT, "protocol": "TCP"}],
+        "lifecycle": {"preStop": {"exec": {"command": ["/usr/bin/sh", "-c", PRE_STOP]}}},
+        "securityContext": {
+            "privileged": True,
+            "capabilities": {"add": ["BPF", "NET_ADMIN", "SYS_ADMIN", "SYS_NICE"]},
+        },
+    }
+    spec: Obj = copy.deepcopy(nodeset.spec.template.spec)
+    user_containers = [c for c in spec.pop("containers", []) or [] if c.get("name") != wellknown.APP_SLURMD]
+    spec.update(
+        {
+            "hostname": hostname,
+            "subdomain": f"{nodeset.spec.controller_ref.name}-workers",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "containers": [_merge_container(slurmd, nodeset.spec.slurmd), *user_containers],
+        }
+    )
+    tolerations = [t for t in spec.get("tolerations") or [] if t.get("key") != wellknown.TAINT_NODESET_WORKER]
+    spec["tolerations"] = [
+        *tolerations,
+        {"key": wellknown.TAINT_NODESET_WORKER, "operator": "Exists", "effect": "NoExecute"},
+    ]
+    if not nodeset.spec.oversubscribe_node:
+        spec["affinity"] = _anti_affinity(spec.get("affinity"), nodeset)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [owner_reference(nodeset)],
+        },
+        "spec": spec,
+    }
+
+
+def owner_reference(nodeset: NodeSet) -> Obj:
+    return {
+        "apiVersion": nodeset.api_version,
+        "kind": nodeset.kind,
+        "name": _name(nodeset),
+        "uid": nodeset.metadata.get("uid", ""),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _anti_affinity(affinity: Obj | None, nodeset: NodeSet) -> Obj:
+    out = copy.deepcopy(affinity or {})
+    anti = out.setdefault("podAntiAffinity", {})
+    terms = anti.setdefault("requiredDuringSchedulingIgnoredDuringExecution", [])
+    terms.append({"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": selector_labels(nodeset)}})
+    return out

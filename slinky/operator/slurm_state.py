@@ -1,0 +1,89 @@
+"""Slurm node state as the operator reads it: drained or not, who owns the reason, pod conditions.
+
+Upstream projects a Slurm node's state onto its pod as 15 `SlurmNodeState*` conditions: exactly one base
+state is True, and one condition per flag (the Drain condition carries the Slurm reason). Pure functions
+over the node's state flags, so workflows and the reconciler share them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from slinky import wellknown
+
+BASE_STATES = ("ALLOCATED", "DOWN", "ERROR", "FUTURE", "IDLE", "MIXED", "UNKNOWN")
+FLAG_STATES = (
+    "COMPLETING",
+    "DRAIN",
+    "FAIL",
+    "INVALID",
+    "INVALID_REG",
+    "MAINTENANCE",
+    "NOT_RESPONDING",
+    "UNDRAIN",
+)
+CONDITION_PREFIX = "SlurmNodeState"
+BUSY = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
+
+
+def condition_type(state: str) -> str:
+    """`INVALID_REG` -> `SlurmNodeStateInvalidReg`."""
+    return CONDITION_PREFIX + "".join(part.capitalize() for part in state.split("_"))
+
+
+def is_busy(states: Iterable[str]) -> bool:
+    return bool(BUSY & set(states))
+
+
+def is_draining_or_drained(states: Iterable[str]) -> bool:
+    flags = set(states)
+    return "DRAIN" in flags and "UNDRAIN" not in flags
+
+
+def is_drained(states: Iterable[str]) -> bool:
+    """DRAIN set, no UNDRAIN, and no job holds the node (upstream's `IsNodeDrained`)."""
+    flags = set(states)
+    return is_draining_or_drained(flags) and not is_busy(flags)
+
+
+def owns_reason(reason: str) -> bool:
+    """True when the operator set this reason; any other reason is an admin's and is never touched."""
+    return reason.startswith(wellknown.OPERATOR_REASON_PREFIX)
+
+
+def scale_in_reason(namespace: str, pod: str) -> str:
+    return f"{wellknown.OPERATOR_REASON_PREFIX}Pod ({namespace}/{pod}) is pending termination for scale-in"
+
+
+def update_reason(namespace: str, pod: str) -> str:
+    return f"{wellknown.OPERATOR_REASON_PREFIX}Pod ({namespace}/{pod}) is pending termination for update"
+
+
+def pod_conditions(states: Iterable[str], reason: str, now: str) -> list[dict[str, Any]]:
+    """The 15 conditions of one node's state (`lastTransitionTime` = now; the caller keeps old times)."""
+    flags = set(states)
+    base = next((s for s in BASE_STATES if s in flags), "UNKNOWN")
+    out = []
+    for state in (*BASE_STATES, *FLAG_STATES):
+        true = state == base if state in BASE_STATES else state in flags
+        message = reason if state == "DRAIN" and true else ""
+        cond = {"type": condition_type(state), "status": "True" if true else "False", "lastTransitionTime": now}
+        out.append({**cond, "message": message} if message else cond)
+    return out
+
+
+def counts(states_by_pod: Iterable[Iterable[str]]) -> dict[str, int]:
+    """NodeSet status counts: slurmIdle, slurmAllocated (ALLOCATED or MIXED), slurmDown, slurmDrain."""
+    out = {"slurmIdle": 0, "slurmAllocated": 0, "slurmDown": 0, "slurmDrain": 0}
+    for states in states_by_pod:
+        flags = set(states)
+        if "IDLE" in flags:
+            out["slurmIdle"] += 1
+        if flags & {"ALLOCATED", "MIXED"}:
+            out["slurmAllocated"] += 1
+        if "DOWN" in flags:
+            out["slurmDown"] += 1
+        if is_draining_or_drained(flags):
+            out["slurmDrain"] += 1
+    return out

@@ -1,0 +1,104 @@
+"""NodeSet pod builder: names, ordinals, slurmd arguments, limits, revision, scheduling rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from slinky import wellknown
+from slinky.operator import pods
+from slinky.operator.api.controller import Controller
+from slinky.operator.api.nodeset import NodeSet
+
+CONTROLLER = Controller.model_validate(
+    {
+        "metadata": {"name": "slurm", "namespace": "hpc"},
+        "spec": {"external": True, "externalConfig": {"host": "slurmctld.example", "port": 6817}},
+    }
+)
+
+
+def nodeset(**spec: Any) -> NodeSet:
+    return NodeSet.model_validate(
+        {
+            "metadata": {"name": "gpu", "namespace": "hpc", "uid": "u-1"},
+            "spec": {"controllerRef": {"name": "slurm"}, **spec},
+        }
+    )
+
+
+def test_names_and_ordinals() -> None:
+    assert pods.pod_name("gpu", 3) == "gpu-3" and pods.pod_name("gpu", 3, 3) == "gpu-003"
+    assert pods.ordinal_of("gpu", "gpu-007") == 7 and pods.ordinal_of("gpu", "gpux-1") is None
+    assert pods.ordinal_of("gpu", "gpu-a") is None
+    assert pods.free_ordinals({0, 2, 3}, 3) == [1, 4, 5] and pods.free_ordinals(set(), 0) == []
+
+
+def test_slurmd_conf_keeps_the_nodeset_feature_first_class() -> None:
+    ns = nodeset(extraConf="Weight=10 features=a100,nvlink feature=gpu")
+    assert pods.slurmd_conf(ns) == "Features=a100,gpu,nvlink Weight=10"
+    assert pods.slurmd_args(ns, CONTROLLER) == [
+        "-Z",
+        "--conf-server",
+        "slurmctld.example:6817",
+        "--conf",
+        "Features=a100,gpu,nvlink Weight=10",
+    ]
+    with pytest.raises(ValueError, match="'oops'"):
+        pods.parse_extra_conf("Weight=1 oops")
+
+
+def test_in_cluster_controller_conf_server_is_its_service() -> None:
+    inside = Controller.model_validate({"metadata": {"name": "slurm", "namespace": "hpc"}, "spec": {}})
+    assert pods.conf_server(inside) == "slurm-controller.hpc:6817"
+
+
+@pytest.mark.parametrize(("value", "cpus"), [("500m", 1), ("2", 2), (3, 3), ("1500m", 2), ("0.5", 1)])
+def test_cpu_quantities_round_up(value: Any, cpus: int) -> None:
+    assert pods.quantity_cpus(value) == cpus
+
+
+def test_limits_come_from_slurmd_then_the_template() -> None:
+    ns = nodeset(
+        template={"spec": {"containers": [{"name": "side", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}},
+        slurmd={"resources": {"limits": {"memory": "4Gi"}}},
+    )
+    assert pods.resource_limits(ns) == (1, 4096)
+    assert pods.resource_limits(nodeset()) == (0, 0)
+
+
+def test_pod_is_upstreams_shape() -> None:
+    ns = nodeset(
+        ordinalPadding=2,
+        slurmd={"image": "slurmd:26.05", "env": [{"name": "EXTRA", "value": "1"}], "resources": {"limits": {"cpu": 2}}},
+        template={"metadata": {"labels": {"team": "hpc"}}, "spec": {"nodeSelector": {"pool": "gpu"}}},
+    )
+    pod = pods.build_pod(ns, CONTROLLER, 4, "abc")
+    meta, spec = pod["metadata"], pod["spec"]
+    assert meta["name"] == "gpu-04" and meta["namespace"] == "hpc"
+    assert meta["labels"][wellknown.LABEL_NODESET_POD_HOSTNAME] == "gpu-04" == spec["hostname"]
+    assert meta["labels"][wellknown.LABEL_NODESET_POD_INDEX] == "4"
+    assert meta["labels"][wellknown.LABEL_CONTROLLER_REVISION_HASH] == "abc"
+    assert meta["labels"]["team"] == "hpc" and meta["labels"][wellknown.LABEL_APP] == "slurmd"
+    assert meta["ownerReferences"][0]["uid"] == "u-1" and meta["ownerReferences"][0]["controller"] is True
+    (slurmd,) = spec["containers"]
+    assert slurmd["name"] == "slurmd" and slurmd["image"] == "slurmd:26.05"
+    env = {e["name"]: e["value"] for e in slurmd["env"]}
+    assert env == {"POD_CPUS": "2", "POD_MEMORY": "0", "EXTRA": "1"}
+    assert (
+        "state=down reason='slurm-operator: Pod is terminating'" in slurmd["lifecycle"]["preStop"]["exec"]["command"][2]
+    )
+    assert spec["nodeSelector"] == {"pool": "gpu"}
+    assert {"key": wellknown.TAINT_NODESET_WORKER, "operator": "Exists", "effect": "NoExecute"} in spec["tolerations"]
+    term = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["labelSelector"]["matchLabels"] == pods.selector_labels(ns)
+    assert "affinity" not in pods.build_pod(nodeset(oversubscribeNode=True), CONTROLLER, 0, "abc")["spec"]
+
+
+def test_revision_changes_with_the_template_only() -> None:
+    a = pods.revision_hash(nodeset(replicas=1), "h:1")
+    assert a == pods.revision_hash(nodeset(replicas=9), "h:1"), "scaling is not a new revision"
+    assert a != pods.revision_hash(nodeset(extraConf="Weight=2"), "h:1")
+    assert a != pods.revision_hash(nodeset(slurmd={"image": "x"}), "h:1")
+    assert a != pods.revision_hash(nodeset(), "h:2")
