@@ -369,7 +369,7 @@ CRD_DIRS = (REPO / "deploy" / "crds" / "third-party", REPO / "deploy" / "crds" /
 
 
 def install_crds() -> None:
-    """Apply the CRDs the bridge reads (PodGroup, LeaderWorkerSet, JobSet) and our own (slinky.slurm.net); idempotent."""
+    """Apply the CRDs the bridge reads (PodGroup, LeaderWorkerSet, JobSet) and ours (slinky.slurm.net); idempotent."""
     kubeconfig = str(_kube_dir() / "kubeconfig")
     for directory in CRD_DIRS:
         proc = subprocess.run(
