@@ -56,6 +56,7 @@ from slinky.bridge.models.workload import (
     WhyPending,
     WorkloadInput,
 )
+from workflows.nodeset import SA_NAMESPACE, SA_NODESET, SA_SLURM_NODE
 from workflows.workload import SA_JOB_ID, SA_PARTITION, SA_PHASE, WorkloadWorkflow
 
 SCRIPTS = Path(sysconfig.get_path("scripts"))
@@ -69,7 +70,7 @@ POD3 = PodRef(namespace="team-a", name="pod-c", uid="0b7c7d4e-0000-4000-8000-000
 GANG_SPEC = SlurmJobSpec(
     pods=(POD.key, POD2.key), partition="debug", min_nodes=2, max_nodes=2, cpus_per_task=1, memory_per_node_mib=100
 )
-SEARCH_ATTRIBUTES = (SA_PHASE, SA_JOB_ID, SA_PARTITION)
+SEARCH_ATTRIBUTES = (SA_PHASE, SA_JOB_ID, SA_PARTITION, SA_NAMESPACE, SA_NODESET, SA_SLURM_NODE)
 
 
 def workload_input(**overrides: Any) -> WorkloadInput:

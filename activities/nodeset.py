@@ -1,0 +1,183 @@
+"""Activities of the NodeSet scale-in: small idempotent verbs on one pod or one Slurm node.
+
+Each treats "already done" as success: cordoning a pod that is gone says so (False), deleting a deleted pod
+is fine, draining a drained node re-reads it. A Slurm reason that is not the operator's (no
+`slurm-operator: ` prefix) belongs to an admin: draining keeps it, undraining never touches it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any, Protocol
+
+from temporalio import activity
+
+from slinky import hostlist, wellknown
+from slinky.clients.errors import KubeConflict, KubeNotFound, SlurmNotFound
+from slinky.clients.events import EventRecorder, pod_event
+from slinky.clients.kube import KubeClient, pod_path
+from slinky.clients.slurm import SlurmApi
+from slinky.operator import slurm_state
+from slinky.operator.models import ControllerKey, DrainInput, NodeRef, NodeSetEventInput, PodRef, SlurmNodeView
+
+logger = logging.getLogger(__name__)
+COMPONENT = "slurm-operator"
+
+
+class SlurmClients(Protocol):
+    """The operator's Slurm client of each Controller (minted JWT, refreshed at 80 %)."""
+
+    async def client(self, controller: ControllerKey) -> SlurmApi: ...
+
+
+async def read_node(slurm: SlurmApi, name: str) -> SlurmNodeView:
+    """The node with the running jobs that name it; `exists=False` when Slurm does not know it."""
+    try:
+        node = await slurm.get_node(name)
+    except SlurmNotFound:
+        node = None
+    jobs, deadline = [], 0.0
+    for job in (await slurm.list_jobs()).jobs:
+        if job.state in wellknown.TERMINAL_JOB_STATES or not job.nodes:
+            continue
+        if name in hostlist.expand(job.nodes):
+            jobs.append(job.job_id)
+            if job.start_time and job.time_limit:
+                deadline = max(deadline, float(job.start_time) + 60.0 * float(job.time_limit))
+    if node is None:
+        return SlurmNodeView(name=name, exists=False, jobs=jobs)
+    return SlurmNodeView(
+        name=name,
+        states=list(node.state),
+        reason=node.reason,
+        jobs=jobs,
+        deadline=dt.datetime.fromtimestamp(deadline, dt.UTC).isoformat().replace("+00:00", "Z") if deadline else "",
+    )
+
+
+class NodeSetActivities:
+    """The verbs, bound to the operator's clients."""
+
+    def __init__(self, kube: KubeClient, slurm: SlurmClients, events: EventRecorder) -> None:
+        self.kube = kube
+        self.slurm = slurm
+        self.events = events
+
+    async def _annotate(self, pod: PodRef, value: str | None) -> bool:
+        body: dict[str, Any] = {
+            "metadata": {"uid": pod.uid, "annotations": {wellknown.ANNOTATION_POD_CORDON: value}},
+        }
+        try:
+            await self.kube.patch(pod_path(pod.namespace, pod.name), body)
+        except (KubeNotFound, KubeConflict):
+            return False  # gone, or a new pod with the same name (uid precondition)
+        return True
+
+    @activity.defn(name="nodeset_cordon_pod")
+    async def cordon_pod(self, pod: PodRef) -> bool:
+        """Annotate `pod-cordon=true`; False when the pod is gone."""
+        return await self._annotate(pod, "true")
+
+    @activity.defn(name="nodeset_uncordon_pod")
+    async def uncordon_pod(self, pod: PodRef) -> bool:
+        return await self._annotate(pod, None)
+
+    @activity.defn(name="nodeset_drain_node")
+    async def drain_node(self, inp: DrainInput) -> SlurmNodeView:
+        """DRAIN with the operator's reason, unless an admin's reason already drains it (kept as is)."""
+        slurm = await self.slurm.client(inp.controller)
+        view = await read_node(slurm, inp.node)
+        if not view.exists:
+            return view
+        admin_drain = slurm_state.is_draining_or_drained(view.states) and not slurm_state.owns_reason(view.reason)
+        if not admin_drain and view.reason != inp.reason:
+            try:
+                await slurm.drain_node(inp.node, inp.reason)
+            except SlurmNotFound:
+                return SlurmNodeView(name=inp.node, exists=False, jobs=view.jobs)
+            view = await read_node(slurm, inp.node)
+        return view
+
+    @activity.defn(name="nodeset_undrain_node")
+    async def undrain_node(self, inp: DrainInput) -> None:
+        """RESUME, only if the current reason is the operator's."""
+        slurm = await self.slurm.client(inp.controller)
+        try:
+            node = await slurm.get_node(inp.node)
+        except SlurmNotFound:
+            return
+        if "DRAIN" in node.state and slurm_state.owns_reason(node.reason):
+            await slurm.resume_node(inp.node)
+
+    @activity.defn(name="nodeset_read_node")
+    async def read_node(self, ref: NodeRef) -> SlurmNodeView:
+        return await read_node(await self.slurm.client(ref.controller), ref.node)
+
+    @activity.defn(name="nodeset_cancel_node_jobs")
+    async def cancel_node_jobs(self, ref: NodeRef) -> list[int]:
+        """Force: cancel every running job that holds the node; the ids go into the history."""
+        slurm = await self.slurm.client(ref.controller)
+        view = await read_node(slurm, ref.node)
+        for job_id in view.jobs:
+            try:
+                await slurm.cancel_job(job_id)
+            except SlurmNotFound:
+                continue
+            logger.warning("force scale-in: cancelled job %s on %s", job_id, ref.node)
+        return view.jobs
+
+    @activity.defn(name="nodeset_delete_pod")
+    async def delete_pod(self, pod: PodRef) -> None:
+        """Delete the pod (uid precondition); its preStop takes the node out of Slurm."""
+        try:
+            await self.kube.delete(pod_path(pod.namespace, pod.name), uid=pod.uid)
+        except (KubeNotFound, KubeConflict):
+            return
+
+    @activity.defn(name="nodeset_pod_gone")
+    async def pod_gone(self, pod: PodRef) -> bool:
+        try:
+            current = await self.kube.get(pod_path(pod.namespace, pod.name))
+        except KubeNotFound:
+            return True
+        return bool(current.get("metadata", {}).get("uid") != pod.uid)
+
+    @activity.defn(name="nodeset_forget_node")
+    async def forget_node(self, ref: NodeRef) -> None:
+        """The pod is gone: delete its Slurm node if the preStop did not (a node a new pod registered is kept)."""
+        slurm = await self.slurm.client(ref.controller)
+        try:
+            node = await slurm.get_node(ref.node)
+        except SlurmNotFound:
+            return
+        states = set(node.state)
+        if slurm_state.is_busy(states) or not ({"DOWN", "DRAIN"} & states):
+            return  # registered again by a new pod of the same name
+        if not slurm_state.owns_reason(node.reason):
+            return
+        try:
+            await slurm.delete_node(ref.node)
+        except SlurmNotFound:
+            return
+
+    @activity.defn(name="nodeset_record_event")
+    async def record_event(self, inp: NodeSetEventInput) -> None:
+        event = pod_event(inp.pod.namespace, inp.pod.name, inp.pod.uid, inp.reason, inp.message, inp.type)
+        event["source"] = {"component": COMPONENT}
+        event["reportingComponent"] = COMPONENT
+        self.events.record(event)
+
+    def all(self) -> list[Any]:
+        return [
+            self.cordon_pod,
+            self.uncordon_pod,
+            self.drain_node,
+            self.undrain_node,
+            self.read_node,
+            self.cancel_node_jobs,
+            self.delete_pod,
+            self.pod_gone,
+            self.forget_node,
+            self.record_event,
+        ]

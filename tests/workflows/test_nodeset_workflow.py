@@ -1,0 +1,216 @@
+"""NodeSetScaleInWorkflow against scripted fakes: drain first, wait for the jobs, delete, forget the node."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from temporalio import activity
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from slinky.operator.models import (
+    ControllerKey,
+    DrainInput,
+    NodeRef,
+    NodeSetEventInput,
+    PodRef,
+    ScaleInInput,
+    ScaleInResult,
+    SlurmNodeView,
+)
+from tests.workflows.conftest import eventually
+from workflows.nodeset import NodeSetScaleInWorkflow, workflow_id
+
+POD = PodRef(namespace="hpc", name="gpu-2", uid="u-2")
+CTL = ControllerKey(namespace="hpc", name="slurm")
+
+
+@dataclass
+class FakeNodeSet:
+    """Kubernetes and Slurm as the scale-in sees them: one pod, one node, the jobs on it."""
+
+    pod_exists: bool = True
+    states: list[str] = field(default_factory=lambda: ["IDLE"])
+    reason: str = ""
+    jobs: list[int] = field(default_factory=list)
+    node_exists: bool = True
+    finalizer: bool = False
+    calls: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+
+    def view(self) -> SlurmNodeView:
+        if not self.node_exists:
+            return SlurmNodeView(name="gpu-2", exists=False, jobs=self.jobs)
+        return SlurmNodeView(name="gpu-2", states=self.states, reason=self.reason, jobs=self.jobs)
+
+    def activities(self) -> list[Any]:
+        @activity.defn(name="nodeset_cordon_pod")
+        async def cordon(pod: PodRef) -> bool:
+            self.calls.append("cordon")
+            return self.pod_exists
+
+        @activity.defn(name="nodeset_uncordon_pod")
+        async def uncordon(pod: PodRef) -> bool:
+            self.calls.append("uncordon")
+            return True
+
+        @activity.defn(name="nodeset_drain_node")
+        async def drain(inp: DrainInput) -> SlurmNodeView:
+            self.calls.append("drain")
+            if self.node_exists:
+                self.states = [*self.states, "DRAIN"]
+                self.reason = inp.reason
+            return self.view()
+
+        @activity.defn(name="nodeset_undrain_node")
+        async def undrain(inp: DrainInput) -> None:
+            self.calls.append("undrain")
+            self.states = [s for s in self.states if s != "DRAIN"]
+
+        @activity.defn(name="nodeset_read_node")
+        async def read(ref: NodeRef) -> SlurmNodeView:
+            self.calls.append("read")
+            return self.view()
+
+        @activity.defn(name="nodeset_cancel_node_jobs")
+        async def cancel(ref: NodeRef) -> list[int]:
+            self.calls.append("cancel")
+            cancelled, self.jobs = self.jobs, []
+            return cancelled
+
+        @activity.defn(name="nodeset_delete_pod")
+        async def delete(pod: PodRef) -> None:
+            self.calls.append("delete")
+            self.pod_exists = self.finalizer  # a finalizer holds a deleted pod
+
+        @activity.defn(name="nodeset_pod_gone")
+        async def gone(pod: PodRef) -> bool:
+            self.calls.append("pod_gone?")
+            return not self.pod_exists
+
+        @activity.defn(name="nodeset_forget_node")
+        async def forget(ref: NodeRef) -> None:
+            self.calls.append("forget")
+            self.node_exists = False
+
+        @activity.defn(name="nodeset_record_event")
+        async def event(inp: NodeSetEventInput) -> None:
+            self.events.append(inp.reason)
+
+        return [cordon, uncordon, drain, undrain, read, cancel, delete, gone, forget, event]
+
+
+@pytest.fixture
+async def started(env: WorkflowEnvironment) -> AsyncIterator[Any]:
+    fake = FakeNodeSet()
+    queue = f"nodeset-{uuid.uuid4().hex[:6]}"
+    async with Worker(env.client, task_queue=queue, workflows=[NodeSetScaleInWorkflow], activities=fake.activities()):
+
+        async def start(**kw: Any) -> WorkflowHandle[Any, ScaleInResult]:
+            inp = ScaleInInput(pod=POD, nodeset="gpu", node="gpu-2", controller=CTL, **kw)
+            return await env.client.start_workflow(
+                NodeSetScaleInWorkflow.run,
+                inp,
+                id=workflow_id(POD.namespace, POD.name, uuid.uuid4().hex),
+                task_queue=queue,
+            )
+
+        yield fake, start
+
+
+async def test_an_idle_node_drains_and_the_pod_goes(started: Any) -> None:
+    fake, start = started
+    result = await (await start()).result()
+    assert result.outcome == "deleted"
+    assert fake.calls[:3] == ["cordon", "drain", "delete"] and fake.calls[-1] == "forget"
+    assert "read" not in fake.calls, "the drain's answer said drained: no extra read"
+    assert fake.reason == "slurm-operator: Pod (hpc/gpu-2) is pending termination for scale-in"
+    assert fake.events[:2] == ["Draining", "Drained"]
+
+
+async def test_a_busy_node_waits_for_its_job_then_the_signal_ends_the_wait(started: Any) -> None:
+    fake, start = started
+    fake.states, fake.jobs = ["ALLOCATED"], [77]
+    handle = await start()
+    await eventually(lambda: "drain" in fake.calls, what="drain")
+    status = await handle.query(NodeSetScaleInWorkflow.status)
+    assert status.phase == "draining" and status.jobs == [77] and "77" in status.waiting_for
+    assert "delete" not in fake.calls
+    fake.states, fake.jobs = ["IDLE", "DRAIN"], []
+    await handle.signal(NodeSetScaleInWorkflow.node_state, fake.view())
+    assert (await handle.result()).outcome == "deleted"
+    assert "cancel" not in fake.calls, "a scale-in never kills a job unless forced"
+
+
+async def test_without_signals_the_fallback_timer_reads_the_node(started: Any, env: WorkflowEnvironment) -> None:
+    fake, start = started
+    fake.states, fake.jobs = ["MIXED"], [5]
+    handle = await start(fallback_check_seconds=30)
+    await eventually(lambda: "drain" in fake.calls, what="drain")
+    fake.states, fake.jobs = ["IDLE", "DRAIN"], []
+    await env.sleep(31)
+    assert (await handle.result()).outcome == "deleted" and "read" in fake.calls
+
+
+async def test_a_vanished_node_is_drained_only_once_confirmed_jobless(started: Any) -> None:
+    fake, start = started
+    fake.states, fake.jobs = ["ALLOCATED"], [9]
+    handle = await start()
+    await eventually(lambda: "drain" in fake.calls, what="drain")
+    fake.node_exists = False  # Slurm says no such node, but job 9 still names it
+    await handle.signal(NodeSetScaleInWorkflow.node_state, SlurmNodeView(name="gpu-2", exists=False))
+    await eventually(lambda: "read" in fake.calls, what="confirming read")
+    assert "delete" not in fake.calls
+    fake.jobs = []
+    await handle.signal(NodeSetScaleInWorkflow.node_state, SlurmNodeView(name="gpu-2", exists=False))
+    assert (await handle.result()).outcome == "deleted"
+
+
+async def test_scaled_back_up_before_deletion_keeps_the_pod(started: Any) -> None:
+    fake, start = started
+    fake.states, fake.jobs = ["ALLOCATED"], [3]
+    handle = await start()
+    await eventually(lambda: "drain" in fake.calls, what="drain")
+    await handle.signal(NodeSetScaleInWorkflow.keep)
+    result = await handle.result()
+    assert result.outcome == "kept" and fake.calls[-2:] == ["undrain", "uncordon"]
+    assert fake.pod_exists and "DRAIN" not in fake.states
+
+
+async def test_force_cancels_the_jobs_and_abort_is_refused_once_deleting(started: Any) -> None:
+    fake, start = started
+    fake.states, fake.jobs, fake.finalizer = ["ALLOCATED"], [11, 12], True
+    handle = await start()
+    await eventually(lambda: "drain" in fake.calls, what="drain")
+    forced = await handle.execute_update(NodeSetScaleInWorkflow.force)
+    assert forced.forced
+    await eventually(lambda: "cancel" in fake.calls, what="cancel")
+    fake.states = ["IDLE", "DRAIN"]
+    await handle.signal(NodeSetScaleInWorkflow.node_state, fake.view())
+    await eventually(lambda: "delete" in fake.calls, what="delete")
+    with pytest.raises(WorkflowUpdateFailedError):
+        await handle.execute_update(NodeSetScaleInWorkflow.abort)
+    assert (await handle.query(NodeSetScaleInWorkflow.status)).waiting_for == "the pod to be deleted"
+    await handle.signal(NodeSetScaleInWorkflow.pod_gone)
+    result = await handle.result()
+    assert result.outcome == "deleted" and result.cancelled_jobs == [11, 12]
+
+
+async def test_abort_undrains(started: Any) -> None:
+    fake, start = started
+    fake.states, fake.jobs = ["ALLOCATED"], [3]
+    handle = await start()
+    await eventually(lambda: "drain" in fake.calls, what="drain")
+    await handle.execute_update(NodeSetScaleInWorkflow.abort)
+    assert (await handle.result()).outcome == "aborted" and "undrain" in fake.calls
+
+
+async def test_a_pod_already_gone_ends_at_once(started: Any) -> None:
+    fake, start = started
+    fake.pod_exists = False
+    assert (await (await start()).result()).outcome == "gone" and fake.calls == ["cordon"]

@@ -1,0 +1,230 @@
+"""NodeSetScaleInWorkflow: one condemned NodeSet pod, drained in Slurm before it is deleted.
+
+    cordon the pod -> DRAIN its Slurm node (operator-owned reason) -> wait until DRAINED -> delete the pod
+    -> wait until it is gone -> make sure the Slurm node left Slurm
+
+It never kills a job: it waits for the node's jobs to end. "Drained" comes as a `node_state` signal from
+the operator's one shared Slurm node poll; a durable timer re-reads the node only as a fallback (default
+every 60 s), never a poll per pod. A node that vanished from Slurm is not taken as drained until a fresh
+read confirms that it is gone and that no job still names it (upstream slurm-operator #79).
+
+Operator actions: the `keep` signal (the NodeSet scaled back up before the pod was deleted: undrain,
+uncordon, end cleanly); the `abort` update (the same, asked by a person); the `force` update (cancel the
+node's jobs now, recorded in the history). The `status` query says which jobs hold the node and until when.
+Workflow ID: `nodeset-scalein/<namespace>/<pod>/<pod uid>`, so each pod is drained at most once at a time.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from slinky.operator import slurm_state
+from slinky.operator.models import (
+    DrainInput,
+    NodeRef,
+    NodeSetEventInput,
+    PodRef,
+    ScaleInInput,
+    ScaleInOutcome,
+    ScaleInPhase,
+    ScaleInResult,
+    ScaleInStatus,
+    SlurmNodeView,
+)
+from workflows import retry
+
+T = TypeVar("T")
+
+SA_NAMESPACE = SearchAttributeKey.for_keyword("SlinkyNamespace")
+SA_NODESET = SearchAttributeKey.for_keyword("SlinkyNodeSet")
+SA_SLURM_NODE = SearchAttributeKey.for_keyword("SlinkySlurmNode")
+SA_PHASE = SearchAttributeKey.for_keyword("SlinkyPhase")
+CALL_FAILED = (ActivityError, ApplicationError)
+POD_GONE_CHECK = timedelta(seconds=10)
+
+
+def workflow_id(namespace: str, pod: str, uid: str) -> str:
+    return f"nodeset-scalein/{namespace}/{pod}/{uid}"
+
+
+@workflow.defn(name="NodeSetScaleIn")
+class NodeSetScaleInWorkflow:
+    def __init__(self) -> None:
+        self._phase: ScaleInPhase = "cordoning"
+        self._view: SlurmNodeView | None = None
+        self._fresh = False
+        self._keep = False
+        self._abort = False
+        self._force = False
+        self._pod_gone = False
+        self._cancelled: list[int] = []
+        self._inp: ScaleInInput | None = None
+        self._outcome: ScaleInOutcome = ""
+
+    # ------------------------------------------------------------------------------------ interface
+    @workflow.signal
+    def node_state(self, view: SlurmNodeView) -> None:
+        """The shared node poll saw this node change."""
+        self._view = view
+        self._fresh = True
+
+    @workflow.signal
+    def keep(self) -> None:
+        """The pod is wanted again (scaled back up) before it was deleted: undrain and end."""
+        self._keep = True
+
+    @workflow.signal
+    def pod_gone(self) -> None:
+        """The pod watch saw the pod deleted."""
+        self._pod_gone = True
+
+    @workflow.update
+    def abort(self) -> ScaleInStatus:
+        """Stop this scale-in: the node is undrained and the pod stays (until the next reconcile condemns it)."""
+        self._abort = True
+        return self.status()
+
+    @abort.validator
+    def _abort_allowed(self) -> None:
+        if self._phase not in ("cordoning", "draining"):
+            raise ApplicationError(f"too late to abort: the pod is already {self._phase}", non_retryable=True)
+
+    @workflow.update
+    def force(self) -> ScaleInStatus:
+        """Cancel the jobs that hold the node now instead of waiting for them."""
+        self._force = True
+        return self.status()
+
+    @force.validator
+    def _force_allowed(self) -> None:
+        if self._phase not in ("cordoning", "draining"):
+            raise ApplicationError(f"nothing to force: the pod is already {self._phase}", non_retryable=True)
+
+    @workflow.query
+    def status(self) -> ScaleInStatus:
+        inp = self._inp
+        view = self._view or SlurmNodeView(name=inp.node if inp else "")
+        waiting = ""
+        if self._phase == "draining":
+            waiting = f"jobs {view.jobs} on node {view.name}" if view.jobs else f"node {view.name} to drain"
+        elif self._phase == "deleting":
+            waiting = "the pod to be deleted"
+        return ScaleInStatus(
+            phase=self._phase,
+            pod=inp.pod.name if inp else "",
+            node=view.name,
+            cause=inp.cause if inp else "scale-in",
+            states=view.states,
+            reason=view.reason,
+            jobs=view.jobs,
+            deadline=view.deadline,
+            waiting_for=waiting,
+            forced=self._force,
+            cancelled_jobs=self._cancelled,
+            outcome=self._outcome,
+        )
+
+    # ------------------------------------------------------------------------------------ lifecycle
+    @workflow.run
+    async def run(self, inp: ScaleInInput) -> ScaleInResult:
+        self._inp = inp
+        workflow.upsert_search_attributes(
+            [
+                SA_NAMESPACE.value_set(inp.pod.namespace),
+                SA_NODESET.value_set(inp.nodeset),
+                SA_SLURM_NODE.value_set(inp.node),
+            ]
+        )
+        self._set_phase("cordoning")
+        if not await self._call("nodeset_cordon_pod", inp.pod, bool):
+            return await self._finish("gone", inp)
+        self._set_phase("draining")
+        reason = (slurm_state.update_reason if inp.cause == "update" else slurm_state.scale_in_reason)(
+            inp.pod.namespace, inp.pod.name
+        )
+        drain = DrainInput(controller=inp.controller, node=inp.node, reason=reason)
+        self._view = await self._call("nodeset_drain_node", drain, SlurmNodeView, retry.SLURM)
+        await self._event(inp.pod, "Draining", f"Slurm node {inp.node} drains before the pod is deleted ({inp.cause})")
+        if not await self._wait_drained(inp):
+            await self._do("nodeset_undrain_node", drain, retry.SLURM)
+            await self._do("nodeset_uncordon_pod", inp.pod)
+            outcome: ScaleInOutcome = "aborted" if self._abort else "kept"
+            await self._event(inp.pod, "ScaleInStopped", f"scale-in {outcome}: Slurm node {inp.node} undrained")
+            return await self._finish(outcome, inp)
+        self._set_phase("deleting")
+        await self._event(inp.pod, "Drained", f"Slurm node {inp.node} is drained; deleting the pod")
+        await self._do("nodeset_delete_pod", inp.pod)
+        while not self._pod_gone:
+            await self._wait(lambda: self._pod_gone, POD_GONE_CHECK)
+            if not self._pod_gone:
+                self._pod_gone = await self._call("nodeset_pod_gone", inp.pod, bool)
+        self._set_phase("forgetting")
+        await self._do("nodeset_forget_node", NodeRef(controller=inp.controller, node=inp.node), retry.SLURM)
+        return await self._finish("deleted", inp)
+
+    async def _wait_drained(self, inp: ScaleInInput) -> bool:
+        """True once the node is drained (or confirmed gone); False when asked to keep or abort."""
+        ref = NodeRef(controller=inp.controller, node=inp.node)
+        fallback = timedelta(seconds=inp.fallback_check_seconds)
+        while True:
+            if self._keep or self._abort:
+                return False
+            if self._force and not self._cancelled:
+                self._cancelled = await self._call("nodeset_cancel_node_jobs", ref, list[int], retry.SLURM) or [-1]
+                await self._event(inp.pod, "ForcedScaleIn", f"cancelled jobs {self._cancelled} on {inp.node}")
+            view = self._view
+            if view is not None and not view.exists:
+                confirmed = await self._call("nodeset_read_node", ref, SlurmNodeView, retry.SLURM)
+                self._view = confirmed
+                if not confirmed.exists and not confirmed.jobs:
+                    return True
+            elif view is not None and slurm_state.is_drained(view.states):
+                return True
+            self._fresh = False
+            woke = await self._wait(lambda: self._fresh or self._keep or self._abort or self._force_pending(), fallback)
+            if not woke:
+                self._view = await self._call("nodeset_read_node", ref, SlurmNodeView, retry.SLURM)
+
+    def _force_pending(self) -> bool:
+        return self._force and not self._cancelled
+
+    # ------------------------------------------------------------------------------------ plumbing
+    def _set_phase(self, phase: ScaleInPhase) -> None:
+        self._phase = phase
+        workflow.upsert_search_attributes([SA_PHASE.value_set(phase)])
+
+    async def _finish(self, outcome: ScaleInOutcome, inp: ScaleInInput) -> ScaleInResult:
+        self._outcome = outcome
+        self._set_phase("done")
+        return ScaleInResult(outcome=outcome, node=inp.node, cancelled_jobs=[j for j in self._cancelled if j >= 0])
+
+    @staticmethod
+    async def _wait(condition: Any, timeout: timedelta) -> bool:
+        try:
+            await workflow.wait_condition(condition, timeout=timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _call(self, name: str, arg: Any, result_type: type[T], policy: Any = retry.KUBE) -> T:
+        result: T = await workflow.execute_activity(
+            name, arg, result_type=result_type, start_to_close_timeout=retry.CALL_TIMEOUT, retry_policy=policy
+        )
+        return result
+
+    async def _do(self, name: str, arg: Any, policy: Any = retry.KUBE) -> None:
+        await workflow.execute_activity(name, arg, start_to_close_timeout=retry.CALL_TIMEOUT, retry_policy=policy)
+
+    async def _event(self, pod: PodRef, reason: str, message: str) -> None:
+        """An Event on the pod: best effort, never the end of a scale-in."""
+        try:
+            await self._do(
+                "nodeset_record_event", NodeSetEventInput(pod=pod, reason=reason, message=message), retry.BEST_EFFORT
+            )
+        except CALL_FAILED:
+            workflow.logger.warning("event %s on %s/%s not recorded", reason, pod.namespace, pod.name)
