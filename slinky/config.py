@@ -99,6 +99,22 @@ class TelemetrySettings(BaseModel):
     )
 
 
+class OperatorSettings(BaseModel):
+    """The operator process (`python -m workers.operator`; docs/operator.md)."""
+
+    task_queue: str = Field("slinky-operator", description="Task queue of the operator's workflows.")
+    lease_name: str = Field("slinky-operator", description="Lease of the operator's leader election.")
+    rest_url: str | None = Field(
+        None, description="slurmrestd of external Controllers; default: slurm.rest_url (SLURM_REST_URL)."
+    )
+    node_poll_seconds: float = Field(1.0, description="The one shared Slurm node poll, per Controller, seconds.")
+    scale_in_fallback_seconds: float = Field(
+        60.0, description="A scale-in re-reads its node this often when no poll signal came."
+    )
+    workers: int = Field(4, description="Reconciles that run at once (one per NodeSet at a time).")
+    namespaces: list[str] = Field(default_factory=list, description="Watch only these namespaces; empty: all.")
+
+
 class Settings(BaseSettings):
     """All settings of a slinky process."""
 
@@ -111,6 +127,7 @@ class Settings(BaseSettings):
     leader_election: LeaderElectionSettings = Field(default_factory=LeaderElectionSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    operator: OperatorSettings = Field(default_factory=OperatorSettings)
 
     # Well-known environment variables of the dev stack and of the charts.
     slurm_rest_url: str | None = Field(None, validation_alias=AliasChoices("SLURM_REST_URL"))

@@ -14,9 +14,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-import socket
 import sys
-import uuid
 from datetime import timedelta
 
 from temporalio.client import Client
@@ -31,12 +29,13 @@ from slinky import telemetry
 from slinky.bridge.models.jobspec import TranslateDefaults
 from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
-from slinky.clients.leader import LeaderElector, LeadershipLost
+from slinky.clients.leader import LeadershipLost
 from slinky.clients.slurm import SlurmClient
 from slinky.config import Settings
 from slinky.telemetry import configure_logging
 from workers.capacity import FreeNodes
 from workers.gc import GarbageCollector
+from workers.leading import run_as_leader
 from workers.node_cache import NodeCache
 from workers.node_sync import NodeSyncer
 from workers.pod_watcher import PodWatcher
@@ -60,57 +59,13 @@ async def connect_temporal(settings: Settings) -> Client:
     )
 
 
-def default_identity() -> str:
-    """A replica's name for leader election: the pod's hostname and a random suffix (a restart is new)."""
-    return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
-
-
 async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     """Run the bridge until ``stop``; with leader election, only while this replica leads.
 
     Raises:
-        LeadershipLost: The lease slipped away while leading. Everything was stopped first; the process
-            should exit (``main`` exits 1), so that it comes back as a standby.
+        LeadershipLost: The lease slipped away while leading (``main`` exits 1 and comes back as a standby).
     """
-    stop = stop or asyncio.Event()
-    election = settings.leader_election
-    if not election.enabled:
-        await run_bridge(settings, stop)
-        return
-    async with KubeClient.from_kubeconfig(settings.kube.kubeconfig) as kube:
-        elector = LeaderElector(
-            kube,
-            namespace=election.namespace,
-            name=election.name,
-            identity=election.identity or default_identity(),
-            lease_seconds=election.lease_seconds,
-            renew_deadline_seconds=election.renew_deadline_seconds,
-            retry_seconds=election.retry_seconds,
-        )
-        logger.info("leader election: %s waits for lease %s/%s", elector.identity, election.namespace, election.name)
-        if not await elector.acquire(stop):
-            return
-        lost: list[LeadershipLost] = []
-
-        async def keep_leading() -> None:
-            try:
-                await elector.hold()
-            except LeadershipLost as err:
-                logger.error("leader election: %s; stopping", err)
-                lost.append(err)
-                stop.set()
-
-        keeper = asyncio.create_task(keep_leading(), name="leader-election")
-        try:
-            await run_bridge(settings, stop)
-        finally:
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
-            if not lost:
-                await elector.release()
-        if lost:
-            raise lost[0]
+    await run_as_leader(settings, settings.leader_election.name, run_bridge, stop or asyncio.Event())
 
 
 async def run_bridge(settings: Settings, stop: asyncio.Event) -> None:

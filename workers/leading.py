@@ -1,0 +1,69 @@
+"""Run a process body only while this replica holds a Lease (the bridge's and the operator's, alike)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+
+from slinky.clients.kube import KubeClient
+from slinky.clients.leader import LeaderElector, LeadershipLost
+from slinky.config import Settings
+
+logger = logging.getLogger("workers.leading")
+Body = Callable[[Settings, asyncio.Event], Awaitable[None]]
+
+
+def default_identity() -> str:
+    """A replica's name for leader election: the pod's hostname and a random suffix (a restart is new)."""
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+
+
+async def run_as_leader(settings: Settings, lease_name: str, body: Body, stop: asyncio.Event) -> None:
+    """`body` until `stop`; with leader election on, only after acquiring Lease `lease_name` and while held.
+
+    Raises:
+        LeadershipLost: The lease slipped away while leading. Everything was stopped first; the process
+            should exit, so that it comes back as a standby.
+    """
+    election = settings.leader_election
+    if not election.enabled:
+        await body(settings, stop)
+        return
+    async with KubeClient.from_kubeconfig(settings.kube.kubeconfig) as kube:
+        elector = LeaderElector(
+            kube,
+            namespace=election.namespace,
+            name=lease_name,
+            identity=election.identity or default_identity(),
+            lease_seconds=election.lease_seconds,
+            renew_deadline_seconds=election.renew_deadline_seconds,
+            retry_seconds=election.retry_seconds,
+        )
+        logger.info("leader election: %s waits for lease %s/%s", elector.identity, election.namespace, lease_name)
+        if not await elector.acquire(stop):
+            return
+        lost: list[LeadershipLost] = []
+
+        async def keep_leading() -> None:
+            try:
+                await elector.hold()
+            except LeadershipLost as err:
+                logger.error("leader election: %s; stopping", err)
+                lost.append(err)
+                stop.set()
+
+        keeper = asyncio.create_task(keep_leading(), name="leader-election")
+        try:
+            await body(settings, stop)
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+            if not lost:
+                await elector.release()
+        if lost:
+            raise lost[0]

@@ -1,0 +1,485 @@
+"""The NodeSet reconciler: level-triggered from Kubernetes watches and one shared Slurm node poll.
+
+Inputs, each feeding one per-object work queue (a NodeSet is reconciled by one worker at a time; a failing
+one is retried with its own backoff and never blocks the others):
+
+* a watch on NodeSets, and one on NodeSet pods (label `app.kubernetes.io/name=slurmd`);
+* one Slurm node poll per Controller (`GET nodes`, every `node_poll_seconds`), shared by every NodeSet and
+  every scale-in of that Controller: a node that changed wakes its NodeSet and signals its scale-in workflow.
+
+Reconcile (StatefulSet mode): delete failed pods; create the missing ordinals (lowest first, slow-start
+batches); condemn the extra pods in upstream's order and start one `NodeSetScaleInWorkflow` each (its ID comes
+from the pod UID, so a restart starts nothing twice); tell a scale-in whose pod is wanted again to `keep` it;
+write the status (replica and Slurm counts, selector, revision) and the `SpecValid` and `ControllerReady`
+conditions. A problem becomes a condition and a Warning Event naming what to fix (docs/operator.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.service import RPCError
+
+from slinky import wellknown
+from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, SlurmError
+from slinky.clients.events import EventRecorder
+from slinky.clients.kube import KubeClient, rfc3339
+from slinky.operator import pods as builder
+from slinky.operator import slurm_state, victims
+from slinky.operator.api.nodeset import NodeSet
+from slinky.operator.models import ControllerKey, PodRef, ScaleInInput, SlurmNodeView
+from slinky.operator.validation import nodeset_problems
+from workers.slurm_clients import ControllerProblem, SlurmClients
+from workflows.nodeset import NodeSetScaleInWorkflow, workflow_id
+
+logger = logging.getLogger("workers.nodeset")
+Obj = dict[str, Any]
+Key = tuple[str, str]
+
+NODESETS = "/apis/slinky.slurm.net/v1beta1/nodesets"
+PODS = "/api/v1/pods"
+POD_SELECTOR = f"{wellknown.LABEL_APP}={wellknown.APP_SLURMD}"
+COMPONENT = "slurm-operator"
+
+
+def nodeset_path(namespace: str, name: str, sub: str = "") -> str:
+    path = f"/apis/slinky.slurm.net/v1beta1/namespaces/{namespace}/nodesets/{name}"
+    return f"{path}/{sub}" if sub else path
+
+
+def owner_of(pod: Obj) -> Key | None:
+    for ref in pod.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("kind") == "NodeSet" and ref.get("controller"):
+            return (pod["metadata"]["namespace"], ref["name"])
+    return None
+
+
+def is_terminating(pod: Obj) -> bool:
+    return bool(pod.get("metadata", {}).get("deletionTimestamp"))
+
+
+def is_ready(pod: Obj) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions") or []
+    )
+
+
+def hostname_of(pod: Obj) -> str:
+    return str(pod.get("spec", {}).get("hostname") or pod["metadata"]["name"])
+
+
+class WorkQueue:
+    """De-duplicating keys; a key is processed by one worker at a time and re-run if marked meanwhile."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[Key] = asyncio.Queue()
+        self._queued: set[Key] = set()
+        self._active: set[Key] = set()
+        self._again: set[Key] = set()
+
+    def add(self, key: Key) -> None:
+        if key in self._active:
+            self._again.add(key)
+        elif key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
+
+    def add_later(self, key: Key, seconds: float) -> None:
+        asyncio.get_running_loop().call_later(seconds, self.add, key)
+
+    async def get(self) -> Key:
+        key = await self._queue.get()
+        self._queued.discard(key)
+        self._active.add(key)
+        return key
+
+    def done(self, key: Key) -> None:
+        self._active.discard(key)
+        if key in self._again:
+            self._again.discard(key)
+            self.add(key)
+
+
+@dataclass
+class ControllerPoll:
+    """The node view of one Controller's Slurm, refreshed by one poll loop."""
+
+    nodes: dict[str, SlurmNodeView] = field(default_factory=dict)
+    synced: bool = False
+    error: str = ""
+    polls: int = 0
+
+
+class NodeSetController:
+    """Watches, the node polls, the work queue and the reconcile."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        slurm: SlurmClients,
+        temporal: Client,
+        events: EventRecorder,
+        *,
+        task_queue: str,
+        node_poll_seconds: float = 1.0,
+        fallback_seconds: float = 60.0,
+        workers: int = 4,
+    ) -> None:
+        self.kube = kube
+        self.slurm = slurm
+        self.temporal = temporal
+        self.events = events
+        self.task_queue = task_queue
+        self.node_poll_seconds = node_poll_seconds
+        self.fallback_seconds = fallback_seconds
+        self.workers = workers
+        self.queue = WorkQueue()
+        self.nodesets: dict[Key, Obj] = {}
+        self.pods: dict[Key, Obj] = {}
+        self.polls: dict[Key, ControllerPoll] = {}
+        self._poll_tasks: dict[Key, asyncio.Task[None]] = {}
+        self.scale_ins: dict[str, str] = {}
+        """Slurm node name -> the workflow ID draining it (signalled by the node poll)."""
+        self.reconciles = 0
+        self.synced = asyncio.Event()
+        self._failures: dict[Key, int] = {}
+        self._conditions_seen: dict[tuple[Key, str], str] = {}
+
+    # ------------------------------------------------------------------------------------ run
+    async def run(self) -> None:
+        tasks = [
+            asyncio.create_task(self._watch_nodesets(), name="watch-nodesets"),
+            asyncio.create_task(self._watch_pods(), name="watch-nodeset-pods"),
+            *(asyncio.create_task(self._worker(), name=f"nodeset-worker-{i}") for i in range(self.workers)),
+        ]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in [*tasks, *self._poll_tasks.values()]:
+                task.cancel()
+            for task in [*tasks, *self._poll_tasks.values()]:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def _watch_nodesets(self) -> None:
+        async for kind, obj in self.kube.list_watch(NODESETS):
+            if kind == "SYNC":
+                self.nodesets = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in obj["items"]}
+                for key in self.nodesets:
+                    self.queue.add(key)
+                self.synced.set()
+                continue
+            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+            if kind == "DELETED":
+                self.nodesets.pop(key, None)
+            else:
+                self.nodesets[key] = obj
+                self.queue.add(key)
+
+    async def _watch_pods(self) -> None:
+        async for kind, obj in self.kube.list_watch(PODS, {"labelSelector": POD_SELECTOR}):
+            if kind == "SYNC":
+                self.pods = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in obj["items"]}
+                for pod in self.pods.values():
+                    if owner := owner_of(pod):
+                        self.queue.add(owner)
+                continue
+            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+            if kind == "DELETED":
+                self.pods.pop(key, None)
+                meta = obj["metadata"]
+                await self._signal(workflow_id(meta["namespace"], meta["name"], meta["uid"]), "pod_gone")
+            else:
+                self.pods[key] = obj
+            if owner := owner_of(obj):
+                self.queue.add(owner)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                await self.reconcile(key)
+                self._failures.pop(key, None)
+            except Exception as err:  # one broken NodeSet never stops the others
+                failures = self._failures[key] = self._failures.get(key, 0) + 1
+                delay = min(0.5 * 2**failures, 30.0)
+                logger.warning("reconcile %s/%s failed (%s); again in %.1fs", *key, err, delay)
+                self.queue.add_later(key, delay)
+            finally:
+                self.queue.done(key)
+
+    # ------------------------------------------------------------------------------------ node poll
+    def _ensure_poll(self, controller: ControllerKey) -> ControllerPoll:
+        key = (controller.namespace, controller.name)
+        if key not in self.polls:
+            self.polls[key] = ControllerPoll()
+            self._poll_tasks[key] = asyncio.create_task(self._poll(controller), name=f"node-poll-{key[1]}")
+        return self.polls[key]
+
+    async def _poll(self, controller: ControllerKey) -> None:
+        state = self.polls[(controller.namespace, controller.name)]
+        while True:
+            started = time.monotonic()
+            try:
+                slurm = await self.slurm.client(controller)
+                listed = await slurm.list_nodes()
+                state.polls += 1
+                fresh = {n.name: SlurmNodeView(name=n.name, states=list(n.state), reason=n.reason) for n in listed}
+                changed = [n for n in fresh if n not in state.nodes or state.nodes[n] != fresh[n]]
+                vanished = [n for n in state.nodes if n not in fresh]
+                state.nodes, state.synced, state.error = fresh, True, ""
+                await self._node_changes(controller, changed, vanished, fresh)
+            except (SlurmError, ControllerProblem, KubeError) as err:
+                state.error = str(err)
+            await asyncio.sleep(max(self.node_poll_seconds - (time.monotonic() - started), 0.05))
+
+    async def _node_changes(
+        self, controller: ControllerKey, changed: list[str], vanished: list[str], fresh: dict[str, SlurmNodeView]
+    ) -> None:
+        for name in changed:
+            if wf := self.scale_ins.get(name):
+                await self._signal(wf, "node_state", fresh[name])
+        for name in vanished:
+            if wf := self.scale_ins.get(name):
+                await self._signal(wf, "node_state", SlurmNodeView(name=name, exists=False))
+        if changed or vanished:
+            touched = set(changed) | set(vanished)
+            for pod in self.pods.values():
+                if hostname_of(pod) in touched and (owner := owner_of(pod)):
+                    self.queue.add(owner)
+
+    async def _signal(self, wf: str, signal: str, arg: Any = None) -> None:
+        handle: WorkflowHandle[Any, Any] = self.temporal.get_workflow_handle(wf)
+        with contextlib.suppress(RPCError):
+            if arg is None:
+                await handle.signal(signal)
+            else:
+                await handle.signal(signal, arg)
+
+    # ------------------------------------------------------------------------------------ reconcile
+    async def reconcile(self, key: Key) -> None:
+        self.reconciles += 1
+        raw = self.nodesets.get(key)
+        if raw is None:
+            return
+        nodeset = NodeSet.model_validate(raw)
+        problems = nodeset_problems(nodeset)
+        if problems:
+            first = problems[0]
+            message = "; ".join(p.message for p in problems)
+            await self._status(key, nodeset, [], condition=("SpecValid", "False", first.reason, message))
+            return
+        controller = ControllerKey(namespace=key[0], name=nodeset.spec.controller_ref.name)
+        try:
+            ctl = await self.slurm.controller(controller)
+            await self.slurm.client(controller)
+        except ControllerProblem as err:
+            await self._status(
+                key, nodeset, self._owned(key, raw), condition=("ControllerReady", "False", err.reason, str(err))
+            )
+            return
+        poll = self._ensure_poll(controller)
+        if poll.error:
+            await self._status(
+                key,
+                nodeset,
+                self._owned(key, raw),
+                condition=("ControllerReady", "False", "SlurmUnreachable", f"slurmrestd: {poll.error}"),
+            )
+            self.queue.add_later(key, 2.0)
+            return
+        revision = builder.revision_hash(nodeset, builder.conf_server(ctl))
+        owned = self._owned(key, raw)
+        for pod in owned:
+            if pod.get("status", {}).get("phase") in ("Failed", "Succeeded") and not is_terminating(pod):
+                await self._delete_pod(pod)
+        active = [
+            p
+            for p in owned
+            if not is_terminating(p) and p.get("status", {}).get("phase") not in ("Failed", "Succeeded")
+        ]
+        desired = nodeset.spec.replicas if nodeset.spec.replicas is not None else 1
+        condemned = victims.condemned(active, desired)
+        condemned_uids = {p["metadata"]["uid"] for p in condemned}
+        for pod in active:
+            if pod["metadata"]["uid"] not in condemned_uids and victims.is_cordoned(pod):
+                await self._keep(pod)
+        for pod in condemned:
+            await self._scale_in(nodeset, controller, pod)
+        missing = desired - len(active)
+        if missing > 0:
+            used = {o for p in owned if (o := builder.ordinal_of(key[1], p["metadata"]["name"])) is not None}
+            await self._create(nodeset, ctl, builder.free_ordinals(used, missing), revision)
+        await self._status(
+            key,
+            nodeset,
+            self._owned(key, raw),
+            revision=revision,
+            poll=poll,
+            condition=("ControllerReady", "True", "Reachable", "slurmrestd answers"),
+        )
+
+    def _owned(self, key: Key, raw: Obj) -> list[Obj]:
+        uid = raw["metadata"].get("uid")
+        out = []
+        for pod in self.pods.values():
+            if owner_of(pod) != key:
+                continue
+            refs = pod["metadata"].get("ownerReferences") or []
+            if any(r.get("uid") == uid for r in refs):
+                out.append(pod)
+        return out
+
+    async def _create(self, nodeset: NodeSet, ctl: Any, ordinals: list[int], revision: str) -> None:
+        """Slow start: batches of 1, 2, 4... stop at the first failure (as kube's SlowStartBatch)."""
+        batch, i = 1, 0
+        while i < len(ordinals):
+            chunk = ordinals[i : i + batch]
+            results = await asyncio.gather(
+                *(self._create_one(nodeset, ctl, o, revision) for o in chunk), return_exceptions=True
+            )
+            failed = [r for r in results if isinstance(r, BaseException)]
+            if failed:
+                raise failed[0]
+            i += len(chunk)
+            batch *= 2
+
+    async def _create_one(self, nodeset: NodeSet, ctl: Any, ordinal: int, revision: str) -> None:
+        pod = builder.build_pod(nodeset, ctl, ordinal, revision)
+        namespace = pod["metadata"]["namespace"]
+        with contextlib.suppress(KubeConflict):  # already exists: the watch has not shown it yet
+            await self.kube.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+            logger.info("created pod %s/%s", namespace, pod["metadata"]["name"])
+
+    async def _delete_pod(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        with contextlib.suppress(KubeNotFound, KubeConflict):
+            await self.kube.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", uid=meta["uid"])
+
+    async def _scale_in(self, nodeset: NodeSet, controller: ControllerKey, pod: Obj) -> None:
+        meta = pod["metadata"]
+        ref = PodRef(namespace=meta["namespace"], name=meta["name"], uid=meta["uid"])
+        node = hostname_of(pod)
+        wf = workflow_id(ref.namespace, ref.name, ref.uid)
+        self.scale_ins[node] = wf
+        inp = ScaleInInput(
+            pod=ref,
+            nodeset=str(nodeset.metadata.get("name")),
+            node=node,
+            controller=controller,
+            fallback_check_seconds=self.fallback_seconds,
+        )
+        await self.temporal.start_workflow(
+            NodeSetScaleInWorkflow.run,
+            inp,
+            id=wf,
+            task_queue=self.task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+
+    async def _keep(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        await self._signal(workflow_id(meta["namespace"], meta["name"], meta["uid"]), "keep")
+
+    # ------------------------------------------------------------------------------------ status
+    async def _status(
+        self,
+        key: Key,
+        nodeset: NodeSet,
+        owned: Iterable[Obj],
+        *,
+        revision: str = "",
+        poll: ControllerPoll | None = None,
+        condition: tuple[str, str, str, str] | None = None,
+    ) -> None:
+        live = [p for p in owned if not is_terminating(p)]
+        nodes = poll.nodes if poll else {}
+        states = [nodes[h].states for p in live if (h := hostname_of(p)) in nodes]
+        status: Obj = {
+            "replicas": len(live),
+            "readyReplicas": sum(1 for p in live if is_ready(p)),
+            "availableReplicas": sum(1 for p in live if is_ready(p)),
+            "updatedReplicas": sum(
+                1
+                for p in live
+                if revision
+                and p["metadata"].get("labels", {}).get(wellknown.LABEL_CONTROLLER_REVISION_HASH) == revision
+            ),
+            "desired": nodeset.spec.replicas if nodeset.spec.replicas is not None else 1,
+            "selector": builder.selector_string(nodeset),
+            "observedGeneration": nodeset.metadata.get("generation", 0),
+            **slurm_state.counts(states),
+        }
+        status["unavailableReplicas"] = max(status["desired"] - status["readyReplicas"], 0)
+        if revision:
+            status["nodeSetHash"] = revision
+        conditions = self._conditions(key, nodeset, condition)
+        if conditions is not None:
+            status["conditions"] = conditions
+        current = self.nodesets.get(key, {}).get("status") or {}
+        if all(current.get(k) == v for k, v in status.items()):
+            return
+        with contextlib.suppress(KubeNotFound):
+            await self.kube.patch(nodeset_path(key[0], key[1], "status"), {"status": status})
+
+    def _conditions(self, key: Key, nodeset: NodeSet, condition: tuple[str, str, str, str] | None) -> list[Obj] | None:
+        """The NodeSet's conditions with `condition` set (its time kept while the status does not change);
+        a False condition that is new posts a Warning Event on the NodeSet."""
+        old = list((self.nodesets.get(key, {}).get("status") or {}).get("conditions") or [])
+        wanted: list[tuple[str, str, str, str]] = []
+        if condition:
+            wanted.append(condition)
+            if condition[0] == "ControllerReady" or condition[1] == "True":
+                wanted.append(("SpecValid", "True", "Valid", "the spec is valid"))
+        if not wanted:
+            return None
+        by_type = {c["type"]: c for c in old}
+        for type_, status, reason, message in wanted:
+            prev = by_type.get(type_)
+            changed = prev is None or prev.get("status") != status or prev.get("reason") != reason
+            by_type[type_] = {
+                "type": type_,
+                "status": status,
+                "reason": reason,
+                "message": message[:32768],
+                "lastTransitionTime": prev["lastTransitionTime"] if prev and not changed else rfc3339(),
+                "observedGeneration": nodeset.metadata.get("generation", 0),
+            }
+            seen_key = (key, type_)
+            if status == "False" and self._conditions_seen.get(seen_key) != f"{reason}:{message}":
+                self._event(key, nodeset, reason, message)
+            self._conditions_seen[seen_key] = f"{reason}:{message}" if status == "False" else ""
+        return sorted(by_type.values(), key=lambda c: c["type"])
+
+    def _event(self, key: Key, nodeset: NodeSet, reason: str, message: str) -> None:
+        self.events.record(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"generateName": f"{key[1]}.", "namespace": key[0]},
+                "involvedObject": {
+                    "apiVersion": "slinky.slurm.net/v1beta1",
+                    "kind": "NodeSet",
+                    "namespace": key[0],
+                    "name": key[1],
+                    "uid": nodeset.metadata.get("uid", ""),
+                },
+                "reason": reason,
+                "message": message[:1024],
+                "type": "Warning",
+                "source": {"component": COMPONENT},
+                "firstTimestamp": rfc3339(),
+                "lastTimestamp": rfc3339(),
+                "reportingComponent": COMPONENT,
+                "count": 1,
+            }
+        )

@@ -1,0 +1,122 @@
+"""The operator process: NodeSet reconciler + one Slurm node poll per Controller + the Temporal worker of
+the NodeSet scale-in workflows, in one loop (`python -m workers.operator`; docs/operator.md).
+
+With `SLINKY_LEADER_ELECTION__ENABLED=true` only the replica holding Lease `slinky-operator` runs; the
+scale-ins live in Temporal, so a new leader finds them where the old one left them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from datetime import timedelta
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from activities.nodeset import NodeSetActivities
+from slinky.clients.events import EventRecorder
+from slinky.clients.kube import KubeClient
+from slinky.clients.leader import LeadershipLost
+from slinky.config import Settings
+from slinky.telemetry import configure_logging
+from workers.bridge import connect_temporal
+from workers.leading import run_as_leader
+from workers.nodeset_controller import NodeSetController
+from workers.slurm_clients import SlurmClients
+from workflows.nodeset import SA_NAMESPACE, SA_NODESET, SA_PHASE, SA_SLURM_NODE, NodeSetScaleInWorkflow
+
+logger = logging.getLogger("workers.operator")
+
+
+async def ensure_search_attributes(temporal: Client) -> None:
+    """Register the scale-in's search attributes when the server lacks them (best effort: a managed
+    Temporal may forbid it, then an admin registers them once, docs/operator.md)."""
+    names = {key.name: key.indexed_value_type for key in (SA_NAMESPACE, SA_NODESET, SA_SLURM_NODE, SA_PHASE)}
+    try:
+        listed = await temporal.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=temporal.namespace)
+        )
+        missing = {n: t for n, t in names.items() if n not in listed.custom_attributes}
+        if missing:
+            await temporal.operator_service.add_search_attributes(
+                AddSearchAttributesRequest(
+                    namespace=temporal.namespace,
+                    search_attributes={n: IndexedValueType.ValueType(t) for n, t in missing.items()},
+                )
+            )
+            logger.info("registered search attributes %s", ", ".join(sorted(missing)))
+    except RPCError as err:
+        logger.warning("could not check or register search attributes %s: %s", sorted(names), err)
+
+
+async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
+    """Every component of the operator until `stop`."""
+    ops = settings.operator
+    temporal = await connect_temporal(settings)
+    await ensure_search_attributes(temporal)
+    kube = KubeClient.from_kubeconfig(settings.kube.kubeconfig)
+    slurm = SlurmClients(kube, ops.rest_url or settings.slurm.rest_url)
+    events = EventRecorder(kube)
+    controller = NodeSetController(
+        kube,
+        slurm,
+        temporal,
+        events,
+        task_queue=ops.task_queue,
+        node_poll_seconds=ops.node_poll_seconds,
+        fallback_seconds=ops.scale_in_fallback_seconds,
+        workers=ops.workers,
+    )
+    worker = Worker(
+        temporal,
+        task_queue=ops.task_queue,
+        workflows=[NodeSetScaleInWorkflow],
+        activities=NodeSetActivities(kube, slurm, events).all(),
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
+        workflow_runner=SandboxedWorkflowRunner() if settings.worker.sandbox else UnsandboxedWorkflowRunner(),
+        graceful_shutdown_timeout=timedelta(seconds=5),
+    )
+    task = asyncio.create_task(controller.run(), name="nodeset-controller")
+    try:
+        async with events, worker:
+            logger.info("operator running on task queue %s", ops.task_queue)
+            await stop.wait()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        await slurm.aclose()
+        await kube.aclose()
+
+
+async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
+    await run_as_leader(settings, settings.operator.lease_name, run_operator, stop or asyncio.Event())
+
+
+def main() -> None:
+    settings = Settings()
+    configure_logging(settings.telemetry)
+
+    async def _main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run(settings, stop=stop)
+
+    try:
+        asyncio.run(_main())
+    except LeadershipLost:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""The operator's Slurm client per Controller: slurmrestd, with a JWT it mints from the Controller's key.
+
+Upstream's slurmclient controller does the same: user `slurm`, lifetime 15 min, a new token at 80 %. The key
+is the Controller's `jwtKeyRef` Secret, re-read at most every few seconds, so a rotated key signs the next
+request. A missing Controller, key or Secret is a `ControllerProblem` with a reason the NodeSet's condition
+shows.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from dataclasses import dataclass
+
+from slinky.clients.errors import KubeNotFound
+from slinky.clients.kube import KubeClient
+from slinky.clients.slurm import SlurmApi, SlurmClient
+from slinky.clients.slurm.jwt import MintedToken
+from slinky.operator.api.controller import Controller
+from slinky.operator.models import ControllerKey
+
+KEY_TTL_SECONDS = 5.0
+
+
+class ControllerProblem(Exception):
+    """The Controller cannot be talked to; `reason` is the condition reason, the message says what to fix."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def controller_path(namespace: str, name: str) -> str:
+    return f"/apis/slinky.slurm.net/v1beta1/namespaces/{namespace}/controllers/{name}"
+
+
+@dataclass
+class _Entry:
+    client: SlurmClient
+    key: dict[str, bytes]
+    """The signing key the client's MintedToken reads on every request."""
+    read_at: float
+
+
+class SlurmClients:
+    """One `SlurmClient` per Controller, created on first use."""
+
+    def __init__(self, kube: KubeClient, rest_url: str) -> None:
+        self.kube = kube
+        self.rest_url = rest_url
+        self._entries: dict[tuple[str, str], _Entry] = {}
+
+    async def controller(self, key: ControllerKey) -> Controller:
+        try:
+            raw = await self.kube.get(controller_path(key.namespace, key.name))
+        except KubeNotFound:
+            raise ControllerProblem(
+                "ControllerNotFound", f"Controller {key.namespace}/{key.name} does not exist (spec.controllerRef)"
+            ) from None
+        return Controller.model_validate(raw)
+
+    async def _read_key(self, key: ControllerKey) -> bytes:
+        controller = await self.controller(key)
+        ref = controller.spec.jwt_key()
+        if ref is None:
+            raise ControllerProblem(
+                "JwtKeyMissing", f"Controller {key.namespace}/{key.name} has no spec.jwtKeyRef to sign tokens with"
+            )
+        try:
+            secret = await self.kube.get(f"/api/v1/namespaces/{key.namespace}/secrets/{ref.name}")
+        except KubeNotFound:
+            raise ControllerProblem(
+                "JwtKeySecretNotFound", f"Secret {key.namespace}/{ref.name} (jwtKeyRef of {key.name}) does not exist"
+            ) from None
+        data = (secret.get("data") or {}).get(ref.key)
+        if not data:
+            raise ControllerProblem("JwtKeySecretNotFound", f"Secret {key.namespace}/{ref.name} has no key {ref.key}")
+        return base64.b64decode(data)
+
+    async def client(self, key: ControllerKey) -> SlurmApi:
+        """The client of `key`, its signing key re-read when older than a few seconds."""
+        entry = self._entries.get((key.namespace, key.name))
+        now = time.monotonic()
+        if entry is None or now - entry.read_at > KEY_TTL_SECONDS:
+            signing = await self._read_key(key)
+            if entry is None:
+                holder = {"key": signing}
+                token = MintedToken(read_key=lambda: holder["key"])
+                entry = _Entry(SlurmClient(self.rest_url, token=token), holder, now)
+                self._entries[(key.namespace, key.name)] = entry
+            entry.key["key"], entry.read_at = signing, now
+        return entry.client
+
+    async def aclose(self) -> None:
+        for entry in self._entries.values():
+            await entry.client.aclose()
