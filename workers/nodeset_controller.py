@@ -29,7 +29,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError
 
 from slinky import wellknown
-from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, SlurmError
+from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeRejected, SlurmError
 from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient, rfc3339
 from slinky.operator import pods as builder
@@ -317,7 +317,12 @@ class NodeSetController:
         missing = desired - len(active)
         if missing > 0:
             used = {o for p in owned if (o := builder.ordinal_of(key[1], p["metadata"]["name"])) is not None}
-            await self._create(nodeset, ctl, builder.free_ordinals(used, missing), revision)
+            try:
+                await self._create(nodeset, ctl, builder.free_ordinals(used, missing), revision)
+            except KubeRejected as err:  # the apiserver refuses the pod the spec makes: say which field
+                message = f"the pod this spec makes is refused: {err}"
+                await self._status(key, nodeset, owned, condition=("SpecValid", "False", "FailedCreate", message))
+                return
         await self._status(
             key,
             nodeset,

@@ -59,6 +59,8 @@ def nodeset_problems(nodeset: NodeSet) -> list[Problem]:
     out += _one_line(spec.partition.config, "spec.partition.config", "InvalidPartitionConfig")
     if spec.replicas is not None and spec.replicas < 0:
         out.append(Problem("spec.replicas", "InvalidReplicas", f"spec.replicas must be >= 0, not {spec.replicas}"))
+    if not spec.slurmd.get("image"):
+        out.append(Problem("spec.slurmd.image", "MissingImage", "spec.slurmd.image is required: the slurmd image"))
     if not spec.controller_ref.name:
         out.append(Problem("spec.controllerRef.name", "InvalidControllerRef", "spec.controllerRef.name is empty"))
     strategy = spec.update_strategy

@@ -11,7 +11,8 @@ from slinky.operator.validation import max_unavailable, nodeset_problems
 
 
 def problems(**spec: Any) -> list[tuple[str, str]]:
-    ns = NodeSet.model_validate({"metadata": {"name": "a"}, "spec": {"controllerRef": {"name": "slurm"}, **spec}})
+    base = {"controllerRef": {"name": "slurm"}, "slurmd": {"image": "slurmd:26.05"}}
+    ns = NodeSet.model_validate({"metadata": {"name": "a"}, "spec": {**base, **spec}})
     return [(p.field, p.reason) for p in nodeset_problems(ns)]
 
 
@@ -27,6 +28,7 @@ def test_a_good_nodeset_has_none() -> None:
         ({"extraConf": "Weight"}, ("spec.extraConf", "InvalidExtraConf")),
         ({"partition": {"config": "A=1\rB=2"}}, ("spec.partition.config", "InvalidPartitionConfig")),
         ({"replicas": -2}, ("spec.replicas", "InvalidReplicas")),
+        ({"slurmd": {}}, ("spec.slurmd.image", "MissingImage")),
         ({"controllerRef": {"name": ""}}, ("spec.controllerRef.name", "InvalidControllerRef")),
         (
             {"updateStrategy": {"rollingUpdate": {"maxUnavailable": 0}}},

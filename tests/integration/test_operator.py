@@ -1,0 +1,72 @@
+"""The operator on the real stack: NodeSet scale-out and scale-in of pods, status, bad input.
+
+Pods here have no Slurm node yet when the stack runs no kube-scheduler; the scale-in workflow then confirms
+the node is absent and jobless before it deletes the pod (tests/integration/test_nodeset_slurmd.py runs
+real slurmd pods with real jobs).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.cluster import Kube
+from tests.integration.operator_fixtures import apply_nodeset, cluster, condition, nodeset, operator, scale, wait_for
+
+pytestmark = pytest.mark.integration
+__all__ = ["cluster", "operator"]  # fixtures
+
+
+def pod_names(kube: Kube, ns: str) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in kube.pods(ns) if not p["metadata"].get("deletionTimestamp"))
+
+
+def test_scale_out_then_in_keeps_the_lowest_ordinals(kube: Kube, cluster: str) -> None:
+    ns = cluster
+    apply_nodeset(kube, ns, "cpu", replicas=3, ordinalPadding=2, slurmd={"image": "slurmd:26.05"})
+    wait_for(lambda: pod_names(kube, ns) == ["cpu-00", "cpu-01", "cpu-02"], what="three pods")
+    status = wait_for(
+        lambda: (s := nodeset(kube, ns, "cpu").get("status", {})).get("replicas") == 3 and s, what="status"
+    )
+    assert status["selector"] == "app.kubernetes.io/instance=cpu,app.kubernetes.io/name=slurmd"
+    assert status["nodeSetHash"] and status["updatedReplicas"] == 3
+    pod = kube.pod(ns, "cpu-01")
+    assert pod is not None and pod["spec"]["hostname"] == "cpu-01"
+    assert pod["spec"]["containers"][0]["args"][:2] == ["-Z", "--conf-server"]
+    scale(kube, ns, "cpu", 1)
+    wait_for(lambda: pod_names(kube, ns) == ["cpu-00"], timeout=30, what="scale-in to cpu-00")
+    wait_for(lambda: nodeset(kube, ns, "cpu").get("status", {}).get("replicas") == 1, what="status replicas 1")
+    scale(kube, ns, "cpu", 2)
+    wait_for(lambda: pod_names(kube, ns) == ["cpu-00", "cpu-01"], what="hole refilled")
+    scale(kube, ns, "cpu", 0)
+    wait_for(lambda: pod_names(kube, ns) == [], timeout=30, what="scale to zero")
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "type_", "reason"),
+    [
+        ("carriage", {"extraConf": "Weight=1\rNodeName=evil"}, "SpecValid", "InvalidExtraConf"),
+        ("zero", {"updateStrategy": {"rollingUpdate": {"maxUnavailable": "0%"}}}, "SpecValid", "InvalidMaxUnavailable"),
+        ("orphan", {"controllerRef": {"name": "nosuch"}}, "ControllerReady", "ControllerNotFound"),
+        ("refused", {"template": {"spec": {"restartPolicy": "Sometimes"}}}, "SpecValid", "FailedCreate"),
+    ],
+)
+def test_bad_input_is_a_condition_and_an_event_and_others_go_on(
+    kube: Kube, cluster: str, name: str, spec: dict[str, object], type_: str, reason: str
+) -> None:
+    ns = cluster
+    apply_nodeset(kube, ns, name, replicas=1, **spec)
+    apply_nodeset(kube, ns, "good", replicas=1)
+    cond = wait_for(lambda: condition(nodeset(kube, ns, name), type_), what=f"{type_} on {name}")
+    assert cond["status"] == "False" and cond["reason"] == reason and cond["message"]
+    events = wait_for(lambda: [e for e in kube.events(ns, name) if e["reason"] == reason], what="event")
+    assert events[0]["type"] == "Warning" and events[0]["source"]["component"] == "slurm-operator"
+    assert not [n for n in pod_names(kube, ns) if n.startswith(name)], "nothing is created for a bad NodeSet"
+    wait_for(lambda: "good-0" in pod_names(kube, ns), what="the good NodeSet is reconciled")
+
+
+def test_missing_jwt_key_secret_is_reported(kube: Kube, cluster: str) -> None:
+    ns = cluster
+    kube.core.delete_namespaced_secret("slurm-jwt", ns)
+    apply_nodeset(kube, ns, "nokey", replicas=1)
+    cond = wait_for(lambda: condition(nodeset(kube, ns, "nokey"), "ControllerReady"), timeout=20, what="condition")
+    assert cond["reason"] == "JwtKeySecretNotFound" and "slurm-jwt" in cond["message"]
