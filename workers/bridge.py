@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
-import sys
 from datetime import timedelta
 
 from temporalio.client import Client
@@ -29,10 +27,9 @@ from slinky import telemetry
 from slinky.bridge.models.jobspec import TranslateDefaults
 from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
-from slinky.clients.leader import LeadershipLost
 from slinky.clients.slurm import SlurmClient
 from slinky.config import Settings
-from slinky.telemetry import configure_logging
+from workers import leading
 from workers.capacity import FreeNodes
 from workers.gc import GarbageCollector
 from workers.leading import run_as_leader
@@ -142,20 +139,7 @@ async def run_bridge(settings: Settings, stop: asyncio.Event) -> None:
 
 
 def main() -> None:
-    settings = Settings()
-    configure_logging(settings.telemetry)
-
-    async def _main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await run(settings, stop=stop)
-
-    try:
-        asyncio.run(_main())
-    except LeadershipLost:
-        sys.exit(1)  # back as a standby after the restart
+    leading.main(run_bridge, lambda settings: settings.leader_election.name)
 
 
 if __name__ == "__main__":

@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import socket
+import sys
 import uuid
 from collections.abc import Awaitable, Callable
 
 from slinky.clients.kube import KubeClient
 from slinky.clients.leader import LeaderElector, LeadershipLost
 from slinky.config import Settings
+from slinky.telemetry import configure_logging
 
 logger = logging.getLogger("workers.leading")
 Body = Callable[[Settings, asyncio.Event], Awaitable[None]]
@@ -67,3 +70,22 @@ async def run_as_leader(settings: Settings, lease_name: str, body: Body, stop: a
                 await elector.release()
         if lost:
             raise lost[0]
+
+
+def main(body: Body, lease_name: Callable[[Settings], str]) -> None:
+    """A process entry point: settings from the environment, logging, SIGTERM/SIGINT stop `body`; a lost
+    lease exits 1 so that the replica comes back as a standby."""
+    settings = Settings()
+    configure_logging(settings.telemetry)
+
+    async def _main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run_as_leader(settings, lease_name(settings), body, stop)
+
+    try:
+        asyncio.run(_main())
+    except LeadershipLost:
+        sys.exit(1)

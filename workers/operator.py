@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
-import sys
 from datetime import timedelta
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -24,9 +22,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from activities.nodeset import NodeSetActivities
 from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
-from slinky.clients.leader import LeadershipLost
 from slinky.config import Settings
-from slinky.telemetry import configure_logging
+from workers import leading
 from workers.bridge import connect_temporal
 from workers.leading import run_as_leader
 from workers.nodeset_controller import NodeSetController
@@ -102,20 +99,7 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
 
 
 def main() -> None:
-    settings = Settings()
-    configure_logging(settings.telemetry)
-
-    async def _main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await run(settings, stop=stop)
-
-    try:
-        asyncio.run(_main())
-    except LeadershipLost:
-        sys.exit(1)
+    leading.main(run_operator, lambda settings: settings.operator.lease_name)
 
 
 if __name__ == "__main__":
