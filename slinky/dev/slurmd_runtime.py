@@ -1,0 +1,404 @@
+"""Real slurmd processes for NodeSet pods: one network namespace per pod, the process, and a state file.
+
+Each pod gets a slot of the pool (``slinky.dev.slurmd_spec``): a namespace ``slinky-pod-<slot>``, a veth pair
+whose host side is attached to the bridge ``slkpbr0`` (which holds the pool's first address, so slurmctld in
+the host namespace reaches every pod and pods reach each other), and the slot's address on the pod's
+``eth0``. slurmd runs from the Slurm chroot under ``unshare --mount --uts`` with the pod's hostname and
+private bind mounts of ``/etc/hosts`` (the controller's name at the bridge), ``/var/spool/slurmd`` and
+``/run/slurm`` (the configless cache), so pods never share a file.
+
+The state file (``state.json``) records slot, PID and PID start time per pod uid before and after each
+change, so a restarted agent re-adopts running daemons and ``slinky dev down`` stops exactly them. Every
+call here blocks: the node agent runs them in threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import select
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from slinky.dev import slurmd_spec as spec
+
+log = logging.getLogger("slinky.dev.slurmd_runtime")
+
+CHROOT_PATH: Final = "PATH=/usr/sbin:/usr/bin:/sbin:/bin"
+HOST_ENV: Final = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+ENTER_POD: Final = (
+    'mount --bind "$1" "$2/etc/hosts" && mount --bind "$3" "$2/var/spool/slurmd" && '
+    'mount --bind "$4" "$2/run/slurm" && hostname "$5" && shift 5 && exec "$@"'
+)
+"""Runs inside the pod's fresh mount and UTS namespaces, then becomes the chroot'ed slurmd (same PID)."""
+STATE_FILE: Final = "state.json"
+
+
+def _starttime(pid: int) -> str | None:
+    """Field 22 of /proc/PID/stat (start time in ticks): with the PID, it names one process for good."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return None if fields[0] == "Z" else fields[19]
+
+
+def _run(argv: list[str], *, check: bool = True, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, check=check, text=True, capture_output=True, env=HOST_ENV, timeout=timeout)
+
+
+# --------------------------------------------------------------------------------------------- the network
+def ensure_bridge() -> None:
+    """Create the pool's bridge with its address, idempotently (the stack and the agent both call this)."""
+    if not Path(f"/sys/class/net/{spec.BRIDGE}").exists():
+        proc = _run(["ip", "link", "add", spec.BRIDGE, "type", "bridge"], check=False)
+        if proc.returncode != 0 and not Path(f"/sys/class/net/{spec.BRIDGE}").exists():
+            raise RuntimeError(f"ip link add {spec.BRIDGE} failed: {proc.stderr.strip()}")
+    _run(["ip", "link", "set", spec.BRIDGE, "address", spec.BRIDGE_MAC])
+    _run(["ip", "addr", "replace", f"{spec.BRIDGE_ADDRESS}/{spec.POOL.prefixlen}", "dev", spec.BRIDGE])
+    _run(["ip", "link", "set", spec.BRIDGE, "up"])
+
+
+def delete_bridge() -> None:
+    if Path(f"/sys/class/net/{spec.BRIDGE}").exists():
+        _run(["ip", "link", "delete", spec.BRIDGE], check=False)
+
+
+def our_namespaces() -> list[str]:
+    """Network namespaces named like ours (``slinky-pod-<slot>``)."""
+    listed = _run(["ip", "netns", "list"], check=False).stdout.split()
+    return [n for n in listed if n.startswith(spec.NETNS_PREFIX) and n[len(spec.NETNS_PREFIX) :].isdigit()]
+
+
+def delete_namespace(slot: int) -> None:
+    """Delete the slot's namespace (its veth pair goes with it) and a host-side veth left by a torn setup."""
+    _run(["ip", "netns", "delete", spec.netns_name(slot)], check=False)
+    if Path(f"/sys/class/net/{spec.host_ifname(slot)}").exists():
+        _run(["ip", "link", "delete", spec.host_ifname(slot)], check=False)
+
+
+def create_namespace(slot: int) -> None:
+    """A fresh namespace for the slot: veth pair, host side on the bridge, ``eth0`` with the slot's address."""
+    ns, host, peer = spec.netns_name(slot), spec.host_ifname(slot), spec.peer_ifname(slot)
+    address = f"{spec.pod_address(slot)}/{spec.POOL.prefixlen}"
+    delete_namespace(slot)
+    for argv in (
+        ["ip", "netns", "add", ns],
+        ["ip", "link", "add", host, "type", "veth", "peer", "name", peer],
+        ["ip", "link", "set", peer, "netns", ns],
+        ["ip", "link", "set", host, "master", spec.BRIDGE],
+        ["ip", "link", "set", host, "up"],
+        ["ip", "-n", ns, "link", "set", peer, "name", "eth0"],
+        ["ip", "-n", ns, "addr", "add", address, "dev", "eth0"],
+        ["ip", "-n", ns, "link", "set", "eth0", "up"],
+        ["ip", "-n", ns, "link", "set", "lo", "up"],
+    ):
+        _run(argv)
+
+
+# --------------------------------------------------------------------------------------------- records
+@dataclasses.dataclass
+class PodProcess:
+    """One pod's slurmd as the state file records it."""
+
+    uid: str
+    namespace: str
+    name: str
+    hostname: str
+    slot: int
+    pid: int = 0
+    starttime: str = ""
+    started_at: float = 0.0
+    """Wall-clock time of the current process's start."""
+
+    @property
+    def address(self) -> str:
+        return spec.pod_address(self.slot)
+
+    @property
+    def netns(self) -> str:
+        return spec.netns_name(self.slot)
+
+    def alive(self) -> bool:
+        return self.pid > 0 and _starttime(self.pid) == self.starttime
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PodProcess:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+def read_state(state_dir: Path) -> tuple[dict[str, PodProcess], int]:
+    """The records and the last slot handed out; a missing or torn file reads as empty."""
+    try:
+        data = json.loads((state_dir / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}, -1
+    pods = {uid: PodProcess.from_json(rec) for uid, rec in (data.get("pods") or {}).items()}
+    return pods, int(data.get("last_slot", -1))
+
+
+def write_state(state_dir: Path, pods: Mapping[str, PodProcess], last_slot: int) -> None:
+    """Atomically (write, then rename): a crash never leaves a torn file."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    tmp = state_dir / (STATE_FILE + ".tmp")
+    body = {"last_slot": last_slot, "pods": {uid: p.to_json() for uid, p in pods.items()}}
+    tmp.write_text(json.dumps(body, indent=1, sort_keys=True))
+    tmp.replace(state_dir / STATE_FILE)
+
+
+def _wait_exit(fd: int, timeout: float) -> bool:
+    """Wait on a pidfd; True once the process has exited."""
+    readable, _, _ = select.select([fd], [], [], max(0.0, timeout))
+    return bool(readable)
+
+
+def signal_and_wait(pid: int, starttime: str, timeout: float) -> bool:
+    """SIGTERM the very process (PID and start time), wait up to ``timeout``, then SIGKILL.
+
+    Returns True when it had to be killed. A pidfd is taken first, so a PID reused meanwhile is never hit.
+    """
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    try:
+        if _starttime(pid) != starttime:
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(fd, signal.SIGTERM)
+        if _wait_exit(fd, timeout):
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        _wait_exit(fd, 10.0)
+        return True
+    finally:
+        os.close(fd)
+
+
+def stop_all(state_dir: Path, *, timeout: float = 10.0) -> int:
+    """``slinky dev down``: stop every slurmd pod process we started, delete their namespaces and the bridge.
+
+    Returns how many processes were running. Only records of the state file are signalled (PID and start
+    time must match); only namespaces named like ours are deleted.
+    """
+    pods, last_slot = read_state(state_dir)
+    running = [p for p in pods.values() if p.alive()]
+    threads = [threading.Thread(target=signal_and_wait, args=(p.pid, p.starttime, timeout)) for p in running]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for name in our_namespaces():
+        _run(["ip", "netns", "delete", name], check=False)
+    for p in pods.values():
+        delete_namespace(p.slot)
+    delete_bridge()
+    write_state(state_dir, {}, last_slot)
+    return len(running)
+
+
+# --------------------------------------------------------------------------------------------- the runtime
+class SlurmdRuntime:
+    """Starts, watches, stops and forgets pods' slurmd processes; thread-safe (the agent calls from threads)."""
+
+    def __init__(self, root: Path, state_dir: Path, log_dir: Path, controller_host: str) -> None:
+        self.root = root
+        self.state_dir = state_dir
+        self.log_dir = log_dir
+        self.controller_host = controller_host
+        self._lock = threading.Lock()
+        self._pods: dict[str, PodProcess] = {}
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+        """Processes this agent started: their exit code is known. Re-adopted ones have none."""
+        self._last_slot = -1
+
+    # -- state ---------------------------------------------------------------------------------------------
+    def load(self) -> list[PodProcess]:
+        """Read the state file (after a restart): every record, alive or not."""
+        with self._lock:
+            self._pods, self._last_slot = read_state(self.state_dir)
+            return list(self._pods.values())
+
+    def _save(self) -> None:
+        write_state(self.state_dir, self._pods, self._last_slot)
+
+    def get(self, uid: str) -> PodProcess | None:
+        with self._lock:
+            return self._pods.get(uid)
+
+    def records(self) -> list[PodProcess]:
+        with self._lock:
+            return list(self._pods.values())
+
+    def alive(self, uid: str) -> bool:
+        """Whether the pod's recorded process still runs (a finished child is reaped here)."""
+        with self._lock:
+            pod, child = self._pods.get(uid), self._children.get(uid)
+        if child is not None and child.poll() is not None:
+            return False
+        return pod is not None and pod.alive()
+
+    def exit_code(self, uid: str) -> int | None:
+        """The exit code of a process this agent started and that has ended; None when unknown."""
+        with self._lock:
+            child = self._children.get(uid)
+        if child is None:
+            return None
+        code = child.poll()
+        if code is None:
+            return None
+        return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a container runtime says
+
+    # -- paths ---------------------------------------------------------------------------------------------
+    def _pod_dir(self, uid: str) -> Path:
+        return self.state_dir / "pods" / uid
+
+    def log_file(self, pod: PodProcess) -> Path:
+        return self.log_dir / f"{pod.namespace}_{pod.name}_{pod.uid[:8]}.log"
+
+    # -- start -------------------------------------------------------------------------------------------
+    def start(self, pod: Mapping[str, Any], container: Mapping[str, Any]) -> PodProcess:
+        """Reserve a slot (recorded first), build the namespace, start slurmd: the pod's first run."""
+        meta = pod["metadata"]
+        with self._lock:
+            used = {p.slot for p in self._pods.values()}
+            preferred = spec.slot_of((pod.get("status") or {}).get("podIP"))
+            slot = spec.allocate_slot(used, self._last_slot, preferred=preferred)
+            record = PodProcess(meta["uid"], meta["namespace"], meta["name"], spec.node_name(pod), slot)
+            self._pods[record.uid] = record
+            if slot != preferred:
+                self._last_slot = slot
+            self._save()
+        try:
+            create_namespace(slot)
+            return self.spawn(record.uid, container)
+        except BaseException:
+            self.release(record.uid)
+            raise
+
+    def spawn(self, uid: str, container: Mapping[str, Any]) -> PodProcess:
+        """Start slurmd in the pod's existing namespace (first run or restart) and record it."""
+        record = self.get(uid)
+        if record is None:
+            raise KeyError(uid)
+        pod_dir = self._pod_dir(uid)
+        for sub in ("spool/" + record.hostname, "run"):
+            (pod_dir / sub).mkdir(parents=True, exist_ok=True)
+        (pod_dir / "hosts").write_text(spec.hosts_file(record.hostname, record.address, self.controller_host))
+        for sub in ("var/spool/slurmd", "run/slurm"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        argv = [
+            *("ip", "netns", "exec", record.netns, "unshare", "--mount", "--uts", "--", "sh", "-c", ENTER_POD, "sh"),
+            *(str(pod_dir / "hosts"), str(self.root), str(pod_dir / "spool"), str(pod_dir / "run"), record.hostname),
+            *("chroot", str(self.root), "/usr/bin/env", "-i", CHROOT_PATH, "/usr/sbin/slurmd"),
+            *spec.slurmd_args(container, record.address),
+        ]
+        log_file = self.log_file(record)
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with log_file.open("ab") as out:
+            child = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=HOST_ENV,
+                start_new_session=True,
+            )
+        with self._lock:
+            record.pid, record.started_at = child.pid, time.time()
+            record.starttime = _starttime(child.pid) or ""
+            self._children[uid] = child
+            self._save()
+        log.info(
+            "pod %s/%s: slurmd pid %d as %s at %s",
+            record.namespace,
+            record.name,
+            child.pid,
+            record.hostname,
+            record.address,
+        )
+        return record
+
+    # -- stop ----------------------------------------------------------------------------------------------
+    def run_prestop(self, uid: str, command: list[str], env: Mapping[str, str], timeout: float) -> int | None:
+        """Run the preStop command in the pod's namespaces and chroot (so ``hostname`` is the node name and
+        ``scontrol`` reaches the controller by its name). Returns its exit code, None on timeout or when
+        slurmd no longer runs."""
+        record = self.get(uid)
+        if record is None or not record.alive():
+            return None
+        argv = [
+            *("nsenter", "--target", str(record.pid), "--net", "--mount", "--uts", "--"),
+            *("chroot", str(self.root), "/usr/bin/env", "-i", CHROOT_PATH),
+            *(f"{k}={v}" for k, v in env.items() if k != "PATH"),
+            *command,
+        ]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, env=HOST_ENV, timeout=max(timeout, 0.1))
+        except subprocess.TimeoutExpired:
+            log.warning("pod %s/%s: preStop still running after %.0fs", record.namespace, record.name, timeout)
+            return None
+        with self.log_file(record).open("a") as out:
+            out.write(f"[slinky node agent] preStop exit {proc.returncode}: {proc.stdout}{proc.stderr}\n")
+        return proc.returncode
+
+    def terminate(self, uid: str, timeout: float) -> int | None:
+        """SIGTERM slurmd, SIGKILL after ``timeout``; returns its exit code (None when not known)."""
+        record = self.get(uid)
+        if record is None:
+            return None
+        killed = False
+        if record.alive():
+            killed = signal_and_wait(record.pid, record.starttime, timeout)
+        code = self.exit_code(uid)
+        if code is None and record.pid:
+            code = 137 if killed else 143
+        return code
+
+    def release(self, uid: str) -> None:
+        """Forget the pod: delete its namespace and files, drop its record (its process must be gone)."""
+        with self._lock:
+            record = self._pods.pop(uid, None)
+            child = self._children.pop(uid, None)
+            self._save()
+        if child is not None:
+            child.poll()
+        if record is not None:
+            delete_namespace(record.slot)
+        # Its bind mounts lived in the pod's private mount namespace: on the host these are plain files.
+        shutil.rmtree(self._pod_dir(uid), ignore_errors=True)
+
+    def delete_strays(self) -> list[str]:
+        """Namespaces named like ours that no record holds (a crash between creating one and recording it)."""
+        held = {spec.netns_name(p.slot) for p in self.records()}
+        strays = [n for n in our_namespaces() if n not in held]
+        for name in strays:
+            _run(["ip", "netns", "delete", name], check=False)
+        return strays
+
+    # -- Slurm ---------------------------------------------------------------------------------------------
+    def slurm_node(self, hostname: str) -> dict[str, Any] | None:
+        """Slurm's record of the node (``scontrol --json show node``), or None when Slurm does not know it."""
+        argv = ["chroot", str(self.root), "/usr/bin/env", "-i", CHROOT_PATH]
+        argv += ["/usr/bin/scontrol", "--json", "show", "node", hostname]
+        proc = _run(argv, check=False, timeout=10.0)
+        try:
+            nodes = json.loads(proc.stdout).get("nodes") or []
+        except ValueError:
+            return None
+        return next((dict(n) for n in nodes if n.get("name") == hostname), None)
