@@ -10,6 +10,10 @@ move through their phases. This agent owns N Node objects: it keeps them Ready (
 * graceful deletion: containers are marked terminated and the pod is deleted with a zero grace period,
   so finalizers still hold it, as with a real kubelet.
 
+Besides the N nodes the stack registers in Slurm, it can own K worker nodes (``--worker-nodes``) that nothing
+registers in Slurm, for NodeSet pods. With ``--slurm-root``, a pod whose container is named ``slurmd`` is not
+simulated: it runs as a real slurmd in a network namespace of its own (``slinky.dev.slurmd_pods``).
+
 It is a controller in miniature: one watch on bound pods feeds a cache, a de-duplicating work queue and a
 few workers reconcile each pod from its latest state, and timers live in one heap. Everything is level
 triggered, so restarting the agent converges (a Running pod whose run time has passed completes at once).
@@ -33,11 +37,15 @@ import os
 import signal
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from slinky import wellknown
 from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeUnavailable
 from slinky.clients.kube import KubeClient, load_kubeconfig, micro_time, rfc3339
+from slinky.dev.slurmd_pods import SlurmdPods
+from slinky.dev.slurmd_runtime import SlurmdRuntime
+from slinky.dev.slurmd_spec import slurmd_container
 
 log = logging.getLogger("slinky.dev.node_agent")  # not __main__ under python -m
 
@@ -53,6 +61,8 @@ TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 CONDITION_TAINTS: Final = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 POD_SELECTOR: Final = "spec.nodeName!="
 """Only bound pods; a field selector cannot name a set of nodes, so the agent filters to its own."""
+LABEL_SIM_POOL: Final = wellknown.PREFIX_SIM + "pool"
+"""``workers`` on the dedicated worker nodes (the bridged nodes carry no pool label)."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -419,6 +429,19 @@ class WorkQueue:
 # The agent
 
 
+@dataclasses.dataclass(frozen=True)
+class SlurmdOptions:
+    """Where the real slurmd of NodeSet pods comes from (docs/dev-stack.md, "NodeSet pods")."""
+
+    slurm_root: Path
+    """The Slurm chroot."""
+    state_dir: Path
+    """The runtime's state file and per-pod files."""
+    log_dir: Path
+    controller_host: str = "slinkyctl"
+    """The controller's host name, mapped to the pods' gateway in their /etc/hosts."""
+
+
 @dataclasses.dataclass
 class AgentOptions:
     nodes: int
@@ -428,6 +451,12 @@ class AgentOptions:
     workers: int = 16
     delete_nodes_on_exit: bool = False
     watch_timeout_seconds: int = 120
+    worker_nodes: int = 0
+    """Dedicated nodes ``<worker_prefix>-1..K`` for NodeSet pods; the stack never registers them in Slurm."""
+    worker_prefix: str = "slinky-worker"
+    worker_shape: NodeShape = dataclasses.field(default_factory=lambda: NodeShape(cpu="4", memory="8Gi"))
+    slurmd: SlurmdOptions | None = None
+    """Run pods' ``slurmd`` containers as real slurmd processes; None: simulate them like any container."""
 
 
 class NodeAgent:
@@ -436,7 +465,9 @@ class NodeAgent:
     def __init__(self, api: KubeClient, options: AgentOptions) -> None:
         self.api = api
         self.options = options
-        self.names = node_names(options.prefix, options.nodes)
+        workers = node_names(options.worker_prefix, options.worker_nodes)
+        self.names = node_names(options.prefix, options.nodes) + workers
+        self._shapes = {name: options.shape for name in self.names} | {name: options.worker_shape for name in workers}
         self._own = frozenset(self.names)
         self._nodes: dict[str, Obj] = {}
         self._ready_since: dict[str, float] = {}
@@ -451,11 +482,29 @@ class NodeAgent:
         self._sem = asyncio.Semaphore(options.workers)
         self.synced = asyncio.Event()
         """Set once the first pod list has been taken in (tests and benchmarks wait on it)."""
+        self._slurmd: SlurmdPods | None = None
+        if options.slurmd is not None:
+            runtime = SlurmdRuntime(
+                options.slurmd.slurm_root,
+                options.slurmd.state_dir,
+                options.slurmd.log_dir,
+                options.slurmd.controller_host,
+            )
+            self._slurmd = SlurmdPods(
+                runtime,
+                api,
+                remember=self._remember,
+                arm=self._arm,
+                enqueue=self._queue.add,
+                released=self._deleted_uids,
+            )
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.register_nodes()
+        if self._slurmd is not None:
+            await self._slurmd.start()
         tasks = [
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
             asyncio.create_task(self._watch_loop(), name="watch"),
@@ -485,7 +534,7 @@ class NodeAgent:
 
     async def _register(self, name: str) -> None:
         now = time.time()
-        shape = self.options.shape
+        shape = self._shapes[name]
         try:
             node = await self.api.create("/api/v1/nodes", node_object(name, shape, now))
             log.info("node %s created", name)
@@ -514,14 +563,14 @@ class NodeAgent:
     async def _heartbeat(self, name: str) -> None:
         """Node status (Ready, fresh heartbeat) and the Lease; recreate either if someone deleted it."""
         now = time.time()
-        status = node_status(name, self.options.shape, now, self._ready_since[name])
+        status = node_status(name, self._shapes[name], now, self._ready_since[name])
         try:
             node = await self.api.patch(f"/api/v1/nodes/{name}/status", {"status": status}, "strategic")
             await self._clear_condition_taints(name, node)
         except KubeNotFound:
             log.info("node %s was deleted: recreating", name)
             self._ready_since[name] = now
-            self._nodes[name] = await self.api.create("/api/v1/nodes", node_object(name, self.options.shape, now))
+            self._nodes[name] = await self.api.create("/api/v1/nodes", node_object(name, self._shapes[name], now))
         lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{name}"
         try:
             await self.api.patch(lease_path, {"spec": {"renewTime": micro_time(now)}})
@@ -577,6 +626,8 @@ class NodeAgent:
                 len(self._pods),
                 obj["metadata"]["resourceVersion"],
             )
+            if self._slurmd is not None and not self.synced.is_set():
+                self._slurmd.after_sync({p["metadata"]["uid"] for p in self._pods.values()})
             self.synced.set()
 
     def _replace(self, items: Iterable[Obj]) -> None:
@@ -613,6 +664,8 @@ class NodeAgent:
             uid = pod["metadata"]["uid"]
             self._deleted_uids.discard(uid)
             self._started_at.pop(uid, None)
+            if self._slurmd is not None:
+                self._slurmd.forget(uid)
 
     def _remember(self, key: PodKey, pod: Obj) -> None:
         """Cache a write's answer, unless the watch already brought something newer."""
@@ -665,6 +718,9 @@ class NodeAgent:
         """Drive one pod one step towards what a kubelet would have made of it by now."""
         pod = self._pods.get(key)
         if pod is None:
+            return
+        if self._slurmd is not None and slurmd_container(pod) is not None:
+            await self._slurmd.reconcile(key, pod)
             return
         meta, status = pod["metadata"], pod.get("status") or {}
         phase = status.get("phase") or "Pending"
@@ -739,24 +795,46 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--heartbeat-seconds", type=float, default=10.0)
     p.add_argument("--workers", type=int, default=16, help="concurrent API writes")
     p.add_argument("--delete-nodes-on-exit", action="store_true")
+    p.add_argument("--worker-nodes", type=int, default=0, help="dedicated nodes for NodeSet pods (not in Slurm)")
+    p.add_argument("--worker-prefix", default="slinky-worker")
+    p.add_argument("--worker-cpu", default="4", help="cpu capacity per worker node (quantity)")
+    p.add_argument("--worker-memory", default="8Gi", help="memory capacity per worker node (quantity)")
+    p.add_argument("--slurm-root", type=Path, default=None, help="Slurm chroot: run slurmd containers for real")
+    p.add_argument("--slurmd-state", type=Path, default=None, help="state dir of real slurmd pods (with --slurm-root)")
+    p.add_argument("--slurmd-logs", type=Path, default=None, help="log dir of real slurmd pods (with --slurm-root)")
+    p.add_argument("--slurm-controller-host", default="slinkyctl", help="slurmctld's host name, for the pods")
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
     if not args.kubeconfig:
         p.error("--kubeconfig (or $KUBECONFIG) is required")
     if args.nodes < 1:
         p.error("--nodes must be at least 1")
+    if args.worker_nodes < 0:
+        p.error("--worker-nodes must not be negative")
+    if args.slurm_root is not None and (args.slurmd_state is None or args.slurmd_logs is None):
+        p.error("--slurm-root needs --slurmd-state and --slurmd-logs")
     return args
 
 
 async def amain(args: argparse.Namespace) -> int:
     config = load_kubeconfig(args.kubeconfig, args.context)
+    labels = dict(args.label)
+    slurmd = None
+    if args.slurm_root is not None:
+        slurmd = SlurmdOptions(args.slurm_root, args.slurmd_state, args.slurmd_logs, args.slurm_controller_host)
     options = AgentOptions(
         nodes=args.nodes,
         prefix=args.prefix,
-        shape=NodeShape(cpu=args.cpu, memory=args.memory, pods=args.pods, gpus=args.gpus, labels=dict(args.label)),
+        shape=NodeShape(cpu=args.cpu, memory=args.memory, pods=args.pods, gpus=args.gpus, labels=labels),
         heartbeat_seconds=args.heartbeat_seconds,
         workers=args.workers,
         delete_nodes_on_exit=args.delete_nodes_on_exit,
+        worker_nodes=args.worker_nodes,
+        worker_prefix=args.worker_prefix,
+        worker_shape=NodeShape(
+            cpu=args.worker_cpu, memory=args.worker_memory, pods=args.pods, labels={**labels, LABEL_SIM_POOL: "workers"}
+        ),
+        slurmd=slurmd,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -220,3 +220,30 @@ def test_cli_parses_labels_and_defaults() -> None:
         [("a", "b"), ("c", "")],
         10.0,
     )
+
+
+class TestWorkerNodes:
+    def test_cli_defaults_to_no_worker_nodes_and_no_real_slurmd(self) -> None:
+        args = na.parse_args(["--kubeconfig", "k", "--nodes", "2"])
+        assert (args.worker_nodes, args.worker_prefix, args.worker_cpu, args.worker_memory) == (
+            0,
+            "slinky-worker",
+            "4",
+            "8Gi",
+        )
+        assert args.slurm_root is None
+
+    def test_slurm_root_needs_its_state_and_log_dirs(self) -> None:
+        with pytest.raises(SystemExit):
+            na.parse_args(["--kubeconfig", "k", "--nodes", "1", "--slurm-root", "/r"])
+
+    def test_worker_nodes_follow_the_bridged_ones_with_their_own_shape(self) -> None:
+        shape = na.NodeShape(cpu="4", memory="8Gi", labels={na.LABEL_SIM_POOL: "workers"})
+        options = na.AgentOptions(nodes=2, worker_nodes=2, worker_shape=shape)
+        agent = na.NodeAgent(None, options)  # type: ignore[arg-type]  # no request is made here
+        assert agent.names == ["slinky-node-1", "slinky-node-2", "slinky-worker-1", "slinky-worker-2"]
+        worker = na.node_object("slinky-worker-1", agent._shapes["slinky-worker-1"], NOW)
+        assert worker["status"]["allocatable"] == {"cpu": "4", "memory": "8Gi", "pods": "110"}
+        assert worker["metadata"]["labels"][na.LABEL_SIM_POOL] == "workers"
+        assert "taints" not in worker["spec"]
+        assert agent._shapes["slinky-node-1"] == na.NodeShape()
