@@ -13,6 +13,15 @@ def add_parser(sub: Any) -> None:
     up.add_argument("--nodes", type=int, default=8, help="Kubernetes nodes = Slurm external nodes")
     up.add_argument("--slurmd", type=int, default=0, help="also start M real slurmd daemons")
     up.add_argument("--no-workers", action="store_true", help="do not start the bridge workers")
+    up.add_argument(
+        "--worker-nodes",
+        "--workers",
+        dest="worker_nodes",
+        type=int,
+        default=4,
+        metavar="K",
+        help="Kubernetes worker nodes for NodeSet pods, not in Slurm (not the bridge workers of --no-workers)",
+    )
     up.set_defaults(handler=_up)
     status = dev.add_parser("status", help="health of each component")
     status.set_defaults(handler=_status)
@@ -23,7 +32,7 @@ def add_parser(sub: Any) -> None:
 def _up(args: argparse.Namespace) -> int:
     from slinky.dev import stack
 
-    return stack.up(nodes=args.nodes, slurmd=args.slurmd, workers=not args.no_workers)
+    return stack.up(nodes=args.nodes, slurmd=args.slurmd, workers=not args.no_workers, worker_nodes=args.worker_nodes)
 
 
 def _status(args: argparse.Namespace) -> int:

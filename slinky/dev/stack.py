@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slinky import wellknown
+from slinky.dev import slurmd_runtime, slurmd_spec
 from slinky.dev import webhook as dev_webhook
 from slinky.dev.procs import ProcessTable
 
@@ -56,6 +57,8 @@ class Ports:
     etcd_client: int = 23790
     etcd_peer: int = 23800
     apiserver: int = 16443
+    kube_scheduler: int = 16451
+    """kube-scheduler's insecure healthz and metrics (http)."""
     temporal: int = 17233
     temporal_ui: int = 18233
     temporal_http: int = 17243
@@ -72,6 +75,14 @@ SLURM_CTL_HOST = "slinkyctl"
 NODE_PREFIX = "slinky-node"
 NODE_CPUS = 8
 NODE_MEMORY_MIB = 16384
+WORKER_PREFIX = "slinky-worker"
+"""Dedicated nodes for NodeSet pods: never registered in Slurm, so the bridge neither registers nor taints them."""
+WORKER_CPUS = 4
+WORKER_MEMORY = "8Gi"
+NODESET_PARTITION = "nodesets"
+"""Partition of every NodeSet pod's Slurm node: its slurmd registers with the feature the node agent adds
+(``slurmd_spec.POD_FEATURE``), which this partition's NodeSet selects. Not ``Nodes=ALL``: that would put the
+bridge's external nodes in it too."""
 ADMIN_TOKEN_FILE = "admin-token"
 
 
@@ -363,6 +374,44 @@ def start_kubernetes(procs: ProcessTable) -> None:
         log("kube-controller-manager started")
     else:
         log("kube-controller-manager already running")
+    start_kube_scheduler(procs)
+
+
+def _scheduler_config() -> str:
+    """kube-scheduler v1.20's configuration: the default profile, the admin kubeconfig, no leader election."""
+    return (
+        "apiVersion: kubescheduler.config.k8s.io/v1beta1\nkind: KubeSchedulerConfiguration\n"
+        f"clientConnection:\n  kubeconfig: {_kube_dir() / 'kubeconfig'}\n  qps: 200\n  burst: 400\n"
+        "leaderElection:\n  leaderElect: false\n"
+        # Loopback only: v1.20 ignores --port with --config and would serve on 0.0.0.0:10251.
+        f"healthzBindAddress: 127.0.0.1:{PORTS.kube_scheduler}\nmetricsBindAddress: 127.0.0.1:{PORTS.kube_scheduler}\n"
+        "profiles:\n- schedulerName: default-scheduler\n"
+    )
+
+
+def start_kube_scheduler(procs: ProcessTable) -> None:
+    """The default scheduler: places pods the bridge does not schedule (namespaces it does not manage).
+
+    Its healthz and metrics are on a loopback port of ours: by default v1.20 serves them on every address, on
+    the port the bridge benchmark's own kube-scheduler takes (``--port`` does not apply with ``--config``).
+    ``--secure-port=0``: no HTTPS endpoint."""
+    if procs.running("kube-scheduler") is not None:
+        log("kube-scheduler already running")
+        return
+    config = _kube_dir() / "scheduler.yaml"
+    config.write_text(_scheduler_config())
+    procs.start(
+        "kube-scheduler",
+        [str(KUBE_BIN / "kube-scheduler"), f"--config={config}", "--secure-port=0"],
+        log=STATE / "logs" / "kube-scheduler.log",
+    )
+    _wait("kube-scheduler", _scheduler_ready, timeout=30)
+    log("kube-scheduler started (default-scheduler)")
+
+
+def _scheduler_ready() -> bool:
+    with urllib.request.urlopen(f"http://127.0.0.1:{PORTS.kube_scheduler}/healthz", timeout=2) as resp:
+        return bool(resp.status == 200)
 
 
 CRD_DIRS = (REPO / "deploy" / "crds" / "third-party", REPO / "deploy" / "crds" / "slinky")
@@ -385,32 +434,67 @@ def install_crds() -> None:
     )
 
 
-def start_node_agent(procs: ProcessTable, nodes: int) -> None:
-    if procs.running("node-agent") is not None:
+def _slurmd_pods_dir() -> Path:
+    return STATE / "slurmd-pods"
+
+
+def _node_agent_argv(nodes: int, worker_nodes: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "slinky.dev.node_agent",
+        "--kubeconfig",
+        str(_kube_dir() / "kubeconfig"),
+        "--nodes",
+        str(nodes),
+        "--prefix",
+        NODE_PREFIX,
+        "--cpu",
+        str(NODE_CPUS),
+        "--memory",
+        f"{NODE_MEMORY_MIB}Mi",
+        "--worker-nodes",
+        str(worker_nodes),
+        "--worker-prefix",
+        WORKER_PREFIX,
+        "--worker-cpu",
+        str(WORKER_CPUS),
+        "--worker-memory",
+        WORKER_MEMORY,
+        "--slurm-root",
+        str(_slurm_root()),
+        "--slurmd-state",
+        str(_slurmd_pods_dir()),
+        "--slurmd-logs",
+        str(STATE / "logs" / "slurmd-pods"),
+        "--slurm-controller-host",
+        SLURM_CTL_HOST,
+    ]
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().split("\0")[:-1]
+    except OSError:
+        return []
+
+
+def start_node_agent(procs: ProcessTable, nodes: int, worker_nodes: int = 0) -> None:
+    """The simulated kubelet; restarted when its arguments changed (its pods' slurmd processes keep running and
+    are re-adopted). The pods' bridge exists before slurmctld starts, so a Slurm node of a pod that is gone
+    is never pinged through the default route."""
+    slurmd_runtime.ensure_bridge()
+    argv = _node_agent_argv(nodes, worker_nodes)
+    pid = procs.running("node-agent")
+    if pid is not None and _cmdline(pid) == argv:
         log("node agent already running")
         return
-    procs.start(
-        "node-agent",
-        [
-            sys.executable,
-            "-m",
-            "slinky.dev.node_agent",
-            "--kubeconfig",
-            str(_kube_dir() / "kubeconfig"),
-            "--nodes",
-            str(nodes),
-            "--prefix",
-            NODE_PREFIX,
-            "--cpu",
-            str(NODE_CPUS),
-            "--memory",
-            f"{NODE_MEMORY_MIB}Mi",
-        ],
-        log=STATE / "logs" / "node-agent.log",
-        cwd=REPO,
-    )
+    if pid is not None:
+        log("node agent running with other arguments: restarting it")
+        procs.stop("node-agent")
+    procs.start("node-agent", argv, log=STATE / "logs" / "node-agent.log", cwd=REPO)
     _still_alive(procs, "node-agent")
-    log(f"node agent started with {nodes} nodes")
+    log(f"node agent started with {nodes} nodes and {worker_nodes} worker nodes")
 
 
 # --------------------------------------------------------------------------------------------- slurm
@@ -452,6 +536,8 @@ SelectTypeParameters=CR_Core_Memory
 MaxNodeCount=2100
 ReturnToService=2
 SchedulerType=sched/backfill
+SlurmctldParameters=enable_configless
+SlurmdParameters=config_overrides
 SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval=1,bf_interval=1,bf_continue,default_queue_depth=1000
 MinJobAge=60
 KillWait=5
@@ -463,8 +549,10 @@ Waittime=0
 MaxJobCount=100000
 NodeSet=bridgens Feature={wellknown.DEFAULT_PARTITION}
 NodeSet=realns Feature=real
+NodeSet=podns Feature={slurmd_spec.POD_FEATURE}
 PartitionName={wellknown.DEFAULT_PARTITION} Nodes=bridgens Default=YES State=UP MaxTime=INFINITE
 PartitionName=real Nodes=realns State=UP MaxTime=INFINITE
+PartitionName={NODESET_PARTITION} Nodes=podns State=UP MaxTime=INFINITE
 """
 
 
@@ -482,15 +570,36 @@ def _rootfs_extracted(root: Path) -> bool:
     return os.path.lexists(root / "usr" / "sbin" / "slurmctld")
 
 
-def _prepare_slurm_root(nodes: int) -> None:
+def _write_slurm_conf() -> bool:
+    """Write slurm.conf; True when its content changed (a running slurmctld must then reconfigure)."""
+    path = _slurm_root() / "etc" / "slurm" / "slurm.conf"
+    path.parent.mkdir(exist_ok=True)
+    wanted = _slurm_conf()
+    try:
+        if path.read_text() == wanted:
+            return False
+    except OSError:
+        pass
+    path.write_text(wanted)
+    return True
+
+
+def _reconfigure_slurmctld() -> None:
+    """``scontrol reconfigure``: slurmctld re-execs itself in place (same PID, foreground), keeping its state."""
+    _run(_chroot("/usr/bin/scontrol", "reconfigure"))
+    _wait("slurmctld after reconfigure", lambda: "UP" in _run(_chroot("/usr/bin/scontrol", "ping")).stdout, 30)
+    log("slurm.conf changed: slurmctld reconfigured")
+
+
+def _prepare_slurm_root(nodes: int) -> bool:
+    """Extract the chroot if needed and write its configuration; True when slurm.conf changed."""
     root = _slurm_root()
     if not _rootfs_extracted(root):
         log("extracting the cached Slurm rootfs")
         root.mkdir(parents=True, exist_ok=True)
         _run(["tar", "-C", str(root), "-I", "zstd", "-xf", str(SLURM_TARBALL)])
     etc = root / "etc"
-    (etc / "slurm").mkdir(exist_ok=True)
-    (etc / "slurm" / "slurm.conf").write_text(_slurm_conf())
+    conf_changed = _write_slurm_conf()
     (etc / "slurm" / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
     key = etc / "slurm" / "jwt_hs256.key"
     if not key.is_file():
@@ -519,6 +628,7 @@ def _prepare_slurm_root(nodes: int) -> None:
         ]
     )
     key.chmod(0o600)
+    return conf_changed
 
 
 def _mount_slurm_root() -> None:
@@ -574,11 +684,13 @@ def start_slurm(procs: ProcessTable, nodes: int) -> None:
     missing = [n for n in SLURM_DAEMONS if procs.running(n) is None]
     if not missing:
         log("Slurm already running")
+        if _write_slurm_conf():
+            _reconfigure_slurmctld()
         _ensure_slurm_nodes(nodes)
         if not (STATE / "slurm" / "jwt").is_file():
             _mint_jwt()
         return
-    _prepare_slurm_root(nodes)
+    conf_changed = _prepare_slurm_root(nodes)
     _mount_slurm_root()
     if "munged" in missing:
         _start_munged(procs)
@@ -586,6 +698,8 @@ def start_slurm(procs: ProcessTable, nodes: int) -> None:
         start_slurmctld(procs)
     if "slurmrestd" in missing:
         _start_slurmrestd(procs)
+    if conf_changed and "slurmctld" not in missing:
+        _reconfigure_slurmctld()
     _ensure_slurm_nodes(nodes)
     if not (STATE / "slurm" / "jwt").is_file():
         _mint_jwt()
@@ -908,6 +1022,7 @@ COMPONENTS = (
     "etcd",
     "kube-apiserver",
     "kube-controller-manager",
+    "kube-scheduler",
     "node-agent",
     "munged",
     "slurmctld",
@@ -929,7 +1044,7 @@ def kill(name: str) -> int | None:
     return ProcessTable(STATE / "pids").kill(name)
 
 
-def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True) -> int:
+def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True, worker_nodes: int = 4) -> int:
     started = time.monotonic()
     down_before = crashed()
     if down_before:
@@ -941,7 +1056,7 @@ def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True) -> int:
         procs = ProcessTable(STATE / "pids")
         start_kubernetes(procs)
         install_crds()
-        start_node_agent(procs, nodes)
+        start_node_agent(procs, nodes, worker_nodes)
         start_slurm(procs, nodes)
         start_temporal(procs)
         dev_webhook.up(procs, STATE, _kube_dir() / "kubeconfig")
@@ -977,6 +1092,7 @@ def status(*, quiet: bool = False) -> int:
     procs = ProcessTable(STATE / "pids")
     checks: dict[str, Callable[[], bool]] = {
         "kube-apiserver": _apiserver_ready,
+        "kube-scheduler": _scheduler_ready,
         "slurmrestd": _rest_ready,
         "temporal": _temporal_ready,
         "webhook": lambda: dev_webhook.healthy(STATE / "webhook" / "ca.crt"),
@@ -1005,6 +1121,10 @@ def status(*, quiet: bool = False) -> int:
             healthy = False
         if not quiet:
             print(f"{name:26} {state}")
+    if not quiet:
+        pods, _ = slurmd_runtime.read_state(_slurmd_pods_dir())
+        alive = sum(1 for p in pods.values() if p.alive())
+        print(f"{'slurmd pods':26} {alive} running" + (f", {len(pods) - alive} gone" if len(pods) > alive else ""))
     return 0 if healthy else 1
 
 
@@ -1018,6 +1138,13 @@ def _last_line(path: Path) -> str:
 
 def down() -> int:
     procs = ProcessTable(STATE / "pids")
+    # The node agent first, so that it does not restart the pods' slurmd processes stopped next, while
+    # slurmctld still runs.
+    if procs.stop("node-agent"):
+        log("stopped node-agent")
+    stopped = slurmd_runtime.stop_all(_slurmd_pods_dir())
+    if stopped:
+        log(f"stopped {stopped} slurmd pod process(es) and deleted their namespaces")
     # Reverse start order: clients before servers.
     extra = [n for n in procs.names() if n not in COMPONENTS]  # workers and anything started later
     for name in [*extra, *reversed(COMPONENTS)]:
