@@ -155,3 +155,40 @@ def test_nodeset_pods_run_a_batch_job_and_leave_slurm_when_deleted(kube: Kube, s
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     assert record.netns not in namespaces.split()
     assert slurm_node(slurm, names[1]) is not None  # the other one is untouched
+
+
+def test_a_killed_agent_readopts_the_running_slurmd(kube: Kube, slurm: Slurm, ns: str) -> None:
+    """kill -9 of the node agent leaves slurmd running; the restarted agent (as ``dev up`` restarts it, same
+    arguments) re-adopts it: same process, pod still Ready, and a later deletion still runs the preStop."""
+    from slinky.dev.procs import ProcessTable
+
+    suffix = uuid.uuid4().hex[:6]
+    name = f"nodeset-{suffix}-0"
+    kube.core.create_namespaced_pod(ns, nodeset_pod(name, f"nodeset-{suffix}", f"slinky-{suffix}"))
+    pod = eventually(lambda: (p := kube.pod(ns, name)) and ready(p) and p, timeout=20, what=f"{name} Ready")
+    uid = pod["metadata"]["uid"]
+    record = slurmd_runtime.read_state(stack.STATE / "slurmd-pods")[0][uid]
+
+    procs = ProcessTable(stack.STATE / "pids")
+    pid = procs.running("node-agent")
+    assert pid is not None
+    argv = stack._cmdline(pid)
+    assert stack.kill("node-agent") == pid
+    assert record.alive(), "slurmd died with the agent"
+    log = stack.STATE / "logs" / "node-agent.log"
+    offset = log.stat().st_size
+    procs.start("node-agent", argv, log=log, cwd=stack.REPO)
+
+    def adopted() -> bool:
+        with log.open("rb") as f:
+            f.seek(offset)
+            return b"re-adopted" in f.read()
+
+    eventually(adopted, timeout=20, what="the restarted agent re-adopts")
+    assert record.alive() and ready(kube.pod(ns, name))
+    assert slurm_node(slurm, name) is not None
+
+    kube.core.delete_namespaced_pod(name, ns)
+    eventually(lambda: kube.pod(ns, name) is None, timeout=15, what=f"{name} deleted")
+    assert slurm_node(slurm, name) is None
+    assert not record.alive()
