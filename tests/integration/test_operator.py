@@ -32,8 +32,11 @@ def test_scale_out_then_in_keeps_the_lowest_ordinals(kube: Kube, cluster: str) -
     pod = kube.pod(ns, "cpu-01")
     assert pod is not None and pod["spec"]["hostname"] == "cpu-01"
     assert pod["spec"]["containers"][0]["args"][:2] == ["-Z", "--conf-server"]
+    # Upstream's order condemns not-ready pods first: wait until all three run slurmd and are Ready.
+    wait_for(lambda: nodeset(kube, ns, "cpu").get("status", {}).get("readyReplicas") == 3, timeout=60, what="ready")
     scale(kube, ns, "cpu", 1)
-    wait_for(lambda: pod_names(kube, ns) == ["cpu-00"], timeout=30, what="scale-in to cpu-00")
+    # Gone for good (not only terminating): a terminating pod still holds its ordinal, as in a StatefulSet.
+    wait_for(lambda: [p["metadata"]["name"] for p in kube.pods(ns)] == ["cpu-00"], timeout=40, what="scale-in")
     wait_for(lambda: nodeset(kube, ns, "cpu").get("status", {}).get("replicas") == 1, what="status replicas 1")
     scale(kube, ns, "cpu", 2)
     wait_for(lambda: pod_names(kube, ns) == ["cpu-00", "cpu-01"], what="hole refilled")
