@@ -37,9 +37,11 @@ CHROOT_PATH: Final = "PATH=/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_ENV: Final = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 ENTER_POD: Final = (
     'mount --bind "$1" "$2/etc/hosts" && mount --bind "$3" "$2/var/spool/slurmd" && '
-    'mount --bind "$4" "$2/run/slurm" && hostname "$5" && shift 5 && exec "$@"'
+    'mount --bind "$2/run/munge" "$4/munge" && mount --rbind "$4" "$2/run" && '
+    'hostname "$5" && shift 5 && exec "$@"'
 )
-"""Runs inside the pod's fresh mount and UTS namespaces, then becomes the chroot'ed slurmd (same PID)."""
+"""Runs inside the pod's fresh mount and UTS namespaces, then becomes the chroot'ed slurmd (same PID). The pod's
+own ``/run`` (pid file, configless cache) keeps munged's socket directory."""
 STATE_FILE: Final = "state.json"
 
 
@@ -80,8 +82,40 @@ def our_namespaces() -> list[str]:
     return [n for n in listed if n.startswith(spec.NETNS_PREFIX) and n[len(spec.NETNS_PREFIX) :].isdigit()]
 
 
+def namespace_pids(name: str) -> list[int]:
+    """Every process inside the named network namespace (a container's processes, slurmd's children too)."""
+    try:
+        inode = os.stat(f"/run/netns/{name}").st_ino
+    except OSError:
+        return []
+    wanted = f"net:[{inode}]"
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(entry / "ns" / "net") == wanted:
+                    pids.append(int(entry.name))
+    return pids
+
+
+def kill_namespace(name: str, *, timeout: float = 5.0) -> int:
+    """SIGKILL whatever still runs in the namespace (as a runtime kills a container's cgroup): a process left
+    there would keep the namespace, its veth and its address alive after ``ip netns delete``."""
+    pids = namespace_pids(name)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if _starttime(p) is not None]
+        time.sleep(0.02)
+    return len(namespace_pids(name))
+
+
 def delete_namespace(slot: int) -> None:
-    """Delete the slot's namespace (its veth pair goes with it) and a host-side veth left by a torn setup."""
+    """Kill what runs in the slot's namespace and delete it (its veth pair goes with it), and a host-side veth
+    left by a torn setup."""
+    kill_namespace(spec.netns_name(slot))
     _run(["ip", "netns", "delete", spec.netns_name(slot)], check=False)
     if Path(f"/sys/class/net/{spec.host_ifname(slot)}").exists():
         _run(["ip", "link", "delete", spec.host_ifname(slot)], check=False)
@@ -204,6 +238,7 @@ def stop_all(state_dir: Path, *, timeout: float = 10.0) -> int:
     for t in threads:
         t.join()
     for name in our_namespaces():
+        kill_namespace(name)
         _run(["ip", "netns", "delete", name], check=False)
     for p in pods.values():
         delete_namespace(p.slot)
@@ -296,12 +331,13 @@ class SlurmdRuntime:
         record = self.get(uid)
         if record is None:
             raise KeyError(uid)
+        self._check_root()
+        kill_namespace(record.netns)  # what the previous run left (a restart): a runtime starts clean
         pod_dir = self._pod_dir(uid)
-        for sub in ("spool/" + record.hostname, "run"):
+        for sub in ("spool/" + record.hostname, "run/munge"):
             (pod_dir / sub).mkdir(parents=True, exist_ok=True)
         (pod_dir / "hosts").write_text(spec.hosts_file(record.hostname, record.address, self.controller_host))
-        for sub in ("var/spool/slurmd", "run/slurm"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        (self.root / "var" / "spool" / "slurmd").mkdir(parents=True, exist_ok=True)
         argv = [
             *("ip", "netns", "exec", record.netns, "unshare", "--mount", "--uts", "--", "sh", "-c", ENTER_POD, "sh"),
             *(str(pod_dir / "hosts"), str(self.root), str(pod_dir / "spool"), str(pod_dir / "run"), record.hostname),
@@ -333,6 +369,12 @@ class SlurmdRuntime:
             record.address,
         )
         return record
+
+    def _check_root(self) -> None:
+        """The pod's mount namespace copies the chroot's mounts when it starts and never sees later ones: start
+        only once ``dev up`` has mounted /proc and munged's socket exists (else retried later)."""
+        if not (self.root / "proc" / "self").exists() or not (self.root / "run" / "munge" / "munge.socket.2").exists():
+            raise OSError(f"the Slurm chroot {self.root} is not mounted or munged is not running yet")
 
     # -- stop ----------------------------------------------------------------------------------------------
     def run_prestop(self, uid: str, command: list[str], env: Mapping[str, str], timeout: float) -> int | None:
@@ -388,6 +430,7 @@ class SlurmdRuntime:
         held = {spec.netns_name(p.slot) for p in self.records()}
         strays = [n for n in our_namespaces() if n not in held]
         for name in strays:
+            kill_namespace(name)
             _run(["ip", "netns", "delete", name], check=False)
         return strays
 

@@ -481,8 +481,7 @@ def _cmdline(pid: int) -> list[str]:
 
 def start_node_agent(procs: ProcessTable, nodes: int, worker_nodes: int = 0) -> None:
     """The simulated kubelet; restarted when its arguments changed (its pods' slurmd processes keep running and
-    are re-adopted). The pods' bridge exists before slurmctld starts, so a Slurm node of a pod that is gone
-    is never pinged through the default route."""
+    are re-adopted)."""
     slurmd_runtime.ensure_bridge()
     argv = _node_agent_argv(nodes, worker_nodes)
     pid = procs.running("node-agent")
@@ -1056,8 +1055,11 @@ def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True, worker_nodes: i
         procs = ProcessTable(STATE / "pids")
         start_kubernetes(procs)
         install_crds()
-        start_node_agent(procs, nodes, worker_nodes)
+        # The pods' bridge before slurmctld: a Slurm node of a pod that is gone is never pinged through the
+        # default route. The node agent after Slurm: a pod's slurmd needs the chroot mounted and munged up.
+        slurmd_runtime.ensure_bridge()
         start_slurm(procs, nodes)
+        start_node_agent(procs, nodes, worker_nodes)
         start_temporal(procs)
         dev_webhook.up(procs, STATE, _kube_dir() / "kubeconfig")
         log(f"admission webhook up on 127.0.0.1:{dev_webhook.PORT}, registered as pods.slinky.slurm.net")
