@@ -63,6 +63,8 @@ class NodeSetScaleInWorkflow:
         self._force = False
         self._pod_gone = False
         self._cancelled: list[int] = []
+        self._forced = False
+        """The force was carried out (the cancel ran, with or without jobs to cancel)."""
         self._inp: ScaleInInput | None = None
         self._outcome: ScaleInOutcome = ""
 
@@ -150,7 +152,7 @@ class NodeSetScaleInWorkflow:
         drain = DrainInput(controller=inp.controller, node=inp.node, reason=reason)
         self._view = await self._call("nodeset_drain_node", drain, SlurmNodeView, retry.SLURM)
         await self._event(inp.pod, "Draining", f"Slurm node {inp.node} drains before the pod is deleted ({inp.cause})")
-        if not await self._wait_drained(inp):
+        if not await self._wait_drained(inp, drain):
             await self._do("nodeset_undrain_node", drain, retry.SLURM)
             await self._do("nodeset_uncordon_pod", inp.pod)
             outcome: ScaleInOutcome = "aborted" if self._abort else "kept"
@@ -167,31 +169,37 @@ class NodeSetScaleInWorkflow:
         await self._do("nodeset_forget_node", NodeRef(controller=inp.controller, node=inp.node), retry.SLURM)
         return await self._finish("deleted", inp)
 
-    async def _wait_drained(self, inp: ScaleInInput) -> bool:
+    async def _wait_drained(self, inp: ScaleInInput, drain: DrainInput) -> bool:
         """True once the node is drained (or confirmed gone); False when asked to keep or abort."""
         ref = NodeRef(controller=inp.controller, node=inp.node)
         fallback = timedelta(seconds=inp.fallback_check_seconds)
         while True:
             if self._keep or self._abort:
                 return False
-            if self._force and not self._cancelled:
-                self._cancelled = await self._call("nodeset_cancel_node_jobs", ref, list[int], retry.SLURM) or [-1]
+            if self._force_pending():
+                self._cancelled = await self._call("nodeset_cancel_node_jobs", ref, list[int], retry.SLURM)
+                self._forced = True
                 await self._event(inp.pod, "ForcedScaleIn", f"cancelled jobs {self._cancelled} on {inp.node}")
             view = self._view
             if view is not None and not view.exists:
-                confirmed = await self._call("nodeset_read_node", ref, SlurmNodeView, retry.SLURM)
-                self._view = confirmed
-                if not confirmed.exists and not confirmed.jobs:
+                view = self._view = await self._call("nodeset_read_node", ref, SlurmNodeView, retry.SLURM)
+                if not view.exists and not view.jobs:
                     return True
-            elif view is not None and slurm_state.is_drained(view.states):
-                return True
+            if view is not None and view.exists:
+                if slurm_state.is_drained(view.states):
+                    return True
+                if not slurm_state.is_draining_or_drained(view.states):
+                    # Undrained under us (a slurmd that re-registered, a person's RESUME): drain again.
+                    self._view = await self._call("nodeset_drain_node", drain, SlurmNodeView, retry.SLURM)
+                    if slurm_state.is_draining_or_drained(self._view.states):
+                        continue  # look again at once; a drain that did not take waits for the next news
             self._fresh = False
             woke = await self._wait(lambda: self._fresh or self._keep or self._abort or self._force_pending(), fallback)
             if not woke:
                 self._view = await self._call("nodeset_read_node", ref, SlurmNodeView, retry.SLURM)
 
     def _force_pending(self) -> bool:
-        return self._force and not self._cancelled
+        return self._force and not self._forced
 
     # ------------------------------------------------------------------------------------ plumbing
     def _set_phase(self, phase: ScaleInPhase) -> None:
@@ -201,7 +209,7 @@ class NodeSetScaleInWorkflow:
     async def _finish(self, outcome: ScaleInOutcome, inp: ScaleInInput) -> ScaleInResult:
         self._outcome = outcome
         self._set_phase("done")
-        return ScaleInResult(outcome=outcome, node=inp.node, cancelled_jobs=[j for j in self._cancelled if j >= 0])
+        return ScaleInResult(outcome=outcome, node=inp.node, cancelled_jobs=self._cancelled)
 
     @staticmethod
     async def _wait(condition: Any, timeout: timedelta) -> bool:

@@ -214,3 +214,27 @@ async def test_a_pod_already_gone_ends_at_once(started: Any) -> None:
     fake, start = started
     fake.pod_exists = False
     assert (await (await start()).result()).outcome == "gone" and fake.calls == ["cordon"]
+
+
+async def test_a_node_undrained_under_the_scale_in_is_drained_again(started: Any) -> None:
+    fake, start = started
+    fake.states, fake.jobs = ["ALLOCATED"], [4]
+    handle = await start()
+    await eventually(lambda: "drain" in fake.calls, what="drain")
+    fake.states, fake.jobs = ["IDLE"], []  # slurmd re-registered: the node came back without DRAIN
+    await handle.signal(NodeSetScaleInWorkflow.node_state, fake.view())
+    assert (await handle.result()).outcome == "deleted"
+    assert fake.calls.count("drain") == 2 and fake.calls.index("delete") > 2
+
+
+async def test_force_without_jobs_cancels_once(started: Any) -> None:
+    fake, start = started
+    fake.states = ["COMPLETING"]
+    handle = await start()
+    await eventually(lambda: "drain" in fake.calls, what="drain")
+    await handle.execute_update(NodeSetScaleInWorkflow.force)
+    await eventually(lambda: "cancel" in fake.calls, what="cancel")
+    fake.states = ["IDLE", "DRAIN"]
+    await handle.signal(NodeSetScaleInWorkflow.node_state, fake.view())
+    result = await handle.result()
+    assert result.cancelled_jobs == [] and fake.calls.count("cancel") == 1
