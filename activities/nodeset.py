@@ -31,14 +31,17 @@ class SlurmClients(Protocol):
     async def client(self, controller: ControllerKey) -> SlurmApi: ...
 
 
-async def read_node(slurm: SlurmApi, name: str) -> SlurmNodeView:
-    """The node with the running jobs that name it; `exists=False` when Slurm does not know it."""
+async def read_node(slurm: SlurmApi, name: str, *, with_jobs: bool = True) -> SlurmNodeView:
+    """The node, with the running jobs that name it (one job list: called once per drain and on the fallback
+    timer, never per poll); `exists=False` when Slurm does not know it."""
     try:
         node = await slurm.get_node(name)
     except SlurmNotFound:
         node = None
-    jobs, deadline = [], 0.0
-    for job in (await slurm.list_jobs()).jobs:
+    jobs: list[int] = []
+    deadline = 0.0
+    listed = (await slurm.list_jobs()).jobs if with_jobs else []
+    for job in listed:
         if job.state in wellknown.TERMINAL_JOB_STATES or not job.nodes:
             continue
         if name in hostlist.expand(job.nodes):
@@ -87,17 +90,15 @@ class NodeSetActivities:
     async def drain_node(self, inp: DrainInput) -> SlurmNodeView:
         """DRAIN with the operator's reason, unless an admin's reason already drains it (kept as is)."""
         slurm = await self.slurm.client(inp.controller)
-        view = await read_node(slurm, inp.node)
-        if not view.exists:
-            return view
-        admin_drain = slurm_state.is_draining_or_drained(view.states) and not slurm_state.owns_reason(view.reason)
-        if not admin_drain and view.reason != inp.reason:
-            try:
-                await slurm.drain_node(inp.node, inp.reason)
-            except SlurmNotFound:
-                return SlurmNodeView(name=inp.node, exists=False, jobs=view.jobs)
-            view = await read_node(slurm, inp.node)
-        return view
+        view = await read_node(slurm, inp.node, with_jobs=False)
+        if view.exists:
+            draining = slurm_state.is_draining_or_drained(view.states)
+            if not draining or (slurm_state.owns_reason(view.reason) and view.reason != inp.reason):
+                try:
+                    await slurm.drain_node(inp.node, inp.reason)
+                except SlurmNotFound:
+                    pass  # gone meanwhile: the read below says so
+        return await read_node(slurm, inp.node)
 
     @activity.defn(name="nodeset_undrain_node")
     async def undrain_node(self, inp: DrainInput) -> None:
