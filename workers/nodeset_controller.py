@@ -48,6 +48,12 @@ NODESETS = "/apis/slinky.slurm.net/v1beta1/nodesets"
 PODS = "/api/v1/pods"
 POD_SELECTOR = f"{wellknown.LABEL_APP}={wellknown.APP_SLURMD}"
 COMPONENT = "slurm-operator"
+START_OPTIONS: dict[str, Any] = {
+    "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
+    "id_reuse_policy": WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+}
+"""A running scale-in of the pod is joined (a restart starts nothing twice); a closed one (kept, because the
+NodeSet was scaled back up) may run again when the pod is condemned again."""
 
 
 def nodeset_path(namespace: str, name: str, sub: str = "") -> str:
@@ -196,7 +202,10 @@ class NodeSetController:
             if kind == "DELETED":
                 self.pods.pop(key, None)
                 meta = obj["metadata"]
-                await self._signal(workflow_id(meta["namespace"], meta["name"], meta["uid"]), "pod_gone")
+                wf = workflow_id(meta["namespace"], meta["name"], meta["uid"])
+                if self.scale_ins.get(hostname_of(obj)) == wf:
+                    del self.scale_ins[hostname_of(obj)]
+                await self._signal(wf, "pod_gone")
             else:
                 self.pods[key] = obj
             if owner := owner_of(obj):
@@ -316,7 +325,9 @@ class NodeSetController:
             await self._scale_in(nodeset, controller, pod)
         missing = desired - len(active)
         if missing > 0:
-            used = {o for p in owned if (o := builder.ordinal_of(key[1], p["metadata"]["name"])) is not None}
+            # A terminating pod's ordinal is free: its name is created again once it is gone (the watch's DELETED
+            # event requeues), so the new pod's slurmd takes over the same Slurm node name, as in a StatefulSet.
+            used = {o for p in active if (o := builder.ordinal_of(key[1], p["metadata"]["name"])) is not None}
             try:
                 await self._create(nodeset, ctl, builder.free_ordinals(used, missing), revision)
             except KubeRejected as err:  # the apiserver refuses the pod the spec makes: say which field
@@ -383,12 +394,7 @@ class NodeSetController:
             fallback_check_seconds=self.fallback_seconds,
         )
         await self.temporal.start_workflow(
-            NodeSetScaleInWorkflow.run,
-            inp,
-            id=wf,
-            task_queue=self.task_queue,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            NodeSetScaleInWorkflow.run, inp, id=wf, task_queue=self.task_queue, **START_OPTIONS
         )
 
     async def _keep(self, pod: Obj) -> None:

@@ -238,3 +238,25 @@ async def test_force_without_jobs_cancels_once(started: Any) -> None:
     await handle.signal(NodeSetScaleInWorkflow.node_state, fake.view())
     result = await handle.result()
     assert result.cancelled_jobs == [] and fake.calls.count("cancel") == 1
+
+
+async def test_a_pod_condemned_again_after_a_kept_scale_in_gets_a_new_run(env: WorkflowEnvironment) -> None:
+    """The operator's start options: join a running scale-in, start a new one after a closed one."""
+    from workers.nodeset_controller import START_OPTIONS
+
+    fake = FakeNodeSet(states=["ALLOCATED"], jobs=[3])
+    queue = f"nodeset-{uuid.uuid4().hex[:6]}"
+    wf = workflow_id(POD.namespace, POD.name, uuid.uuid4().hex)
+    inp = ScaleInInput(pod=POD, nodeset="gpu", node="gpu-2", controller=CTL)
+    async with Worker(env.client, task_queue=queue, workflows=[NodeSetScaleInWorkflow], activities=fake.activities()):
+        start = env.client.start_workflow
+        first = await start(NodeSetScaleInWorkflow.run, inp, id=wf, task_queue=queue, **START_OPTIONS)
+        joined = await start(NodeSetScaleInWorkflow.run, inp, id=wf, task_queue=queue, **START_OPTIONS)
+        assert joined.result_run_id == first.result_run_id, "a restart joins the running scale-in"
+        await eventually(lambda: "drain" in fake.calls, what="drain")
+        await first.signal(NodeSetScaleInWorkflow.keep)
+        assert (await first.result()).outcome == "kept"
+        fake.states, fake.jobs = ["IDLE"], []
+        again = await start(NodeSetScaleInWorkflow.run, inp, id=wf, task_queue=queue, **START_OPTIONS)
+        assert again.result_run_id != first.result_run_id
+        assert (await again.result()).outcome == "deleted"
