@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.integration.cluster import Kube, Slurm, Temporal, is_live
+from tests.integration.operator_fixtures import GROUP, VERSION, objects
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +65,50 @@ def ns(kube: Kube, slurm: Slurm) -> Iterator[str]:
             slurm.cancel(slurm_job["job_id"])
     with contextlib.suppress(ApiException):
         kube.core.delete_namespace(name)
+
+
+# ------------------------------------------------------------------------------------------ the operator
+@pytest.fixture(scope="module")
+def operator(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[bytes]]:
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    env = {**os.environ, **dev_env, "PATH": os.environ["PATH"], "SLINKY_OPERATOR__SCALE_IN_FALLBACK_SECONDS": "10"}
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "workers.operator"], cwd=REPO, env=env, stdout=out, stderr=out)
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture
+def cluster(kube: Kube, ns: str, dev_env: dict[str, str], operator: Any) -> str:
+    """`ns` with Secret `slurm-jwt` and Controller `slurm` (external: the stack's slurmctld)."""
+    from slinky.dev import stack
+
+    key = (stack.STATE / "slurm" / "root" / "etc" / "slurm" / "jwt_hs256.key").read_bytes()
+    kube.core.create_namespaced_secret(
+        ns,
+        client.V1Secret(
+            metadata=client.V1ObjectMeta(name="slurm-jwt"),
+            data={"jwt.key": base64.b64encode(key).decode()},
+        ),
+    )
+    objects(kube).create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        "controllers",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Controller",
+            "metadata": {"name": "slurm"},
+            "spec": {
+                "external": True,
+                "externalConfig": {"host": stack.SLURM_CTL_HOST, "port": stack.PORTS.slurmctld},
+                "jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"},
+            },
+        },
+    )
+    return ns

@@ -6,8 +6,8 @@ stack's kube-apiserver, check the objects, upgrade (the webhook certificate is k
 
 The installed webhook configurations must not disturb the dev stack's own webhook or other tests: the
 release has its own name, its webhooks only see namespaces labelled with a key no namespace carries, and
-every failure policy is Ignore. Pods stay Pending (no kube-scheduler for default-scheduler pods): nothing
-waits for them.
+every failure policy is Ignore. The stack's kube-scheduler places the release's pods on its worker nodes,
+where the node agent runs them simulated; nothing here waits for them.
 """
 
 from __future__ import annotations

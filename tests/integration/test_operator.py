@@ -10,10 +10,9 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.cluster import Kube
-from tests.integration.operator_fixtures import apply_nodeset, cluster, condition, nodeset, operator, scale, wait_for
+from tests.integration.operator_fixtures import apply_nodeset, condition, nodeset, scale, wait_for
 
 pytestmark = pytest.mark.integration
-__all__ = ["cluster", "operator"]  # fixtures
 
 
 def pod_names(kube: Kube, ns: str) -> list[str]:
