@@ -25,14 +25,16 @@ def _release_daemons() -> None:
             proc.returncode = 0
 
 
-def _starttime(pid: int) -> str | None:
+def start_time(pid: int) -> str | None:
+    """Field 22 of /proc/PID/stat (start time in ticks): with the PID it names one process for good. None when
+    there is no such process or it is a zombie (it has exited)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name (field 2) may contain spaces: split after its closing parenthesis.
     fields = stat[stat.rindex(")") + 2 :].split()
-    return fields[19]
+    return None if fields[0] == "Z" else fields[19]
 
 
 class ProcessTable:
@@ -52,7 +54,7 @@ class ProcessTable:
         except (OSError, ValueError):
             return None
         pid = int(pid_text)
-        if _starttime(pid) != start:
+        if start_time(pid) != start:
             return None
         # A zombie has exited; it only waits to be reaped.
         try:
@@ -80,7 +82,7 @@ class ProcessTable:
         return pid
 
     def record(self, name: str, pid: int) -> None:
-        start = _starttime(pid)
+        start = start_time(pid)
         if start is None:
             raise RuntimeError(f"{name} exited at once (pid {pid})")
         self.directory.mkdir(parents=True, exist_ok=True)

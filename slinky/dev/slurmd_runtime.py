@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from slinky.dev import slurmd_spec as spec
+from slinky.dev.procs import start_time
 
 log = logging.getLogger("slinky.dev.slurmd_runtime")
 
@@ -43,16 +44,6 @@ ENTER_POD: Final = (
 """Runs inside the pod's fresh mount and UTS namespaces, then becomes the chroot'ed slurmd (same PID). The pod's
 own ``/run`` (pid file, configless cache) keeps munged's socket directory."""
 STATE_FILE: Final = "state.json"
-
-
-def _starttime(pid: int) -> str | None:
-    """Field 22 of /proc/PID/stat (start time in ticks): with the PID, it names one process for good."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return None if fields[0] == "Z" else fields[19]
 
 
 def _run(argv: list[str], *, check: bool = True, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
@@ -107,7 +98,7 @@ def kill_namespace(name: str, *, timeout: float = 5.0) -> int:
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + timeout
     while pids and time.monotonic() < deadline:
-        pids = [p for p in pids if _starttime(p) is not None]
+        pids = [p for p in pids if start_time(p) is not None]
         time.sleep(0.02)
     return len(namespace_pids(name))
 
@@ -164,7 +155,7 @@ class PodProcess:
         return spec.netns_name(self.slot)
 
     def alive(self) -> bool:
-        return self.pid > 0 and _starttime(self.pid) == self.starttime
+        return self.pid > 0 and start_time(self.pid) == self.starttime
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -210,7 +201,7 @@ def signal_and_wait(pid: int, starttime: str, timeout: float) -> bool:
     except ProcessLookupError:
         return False
     try:
-        if _starttime(pid) != starttime:
+        if start_time(pid) != starttime:
             return False
         with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(fd, signal.SIGTERM)
@@ -357,7 +348,7 @@ class SlurmdRuntime:
             )
         with self._lock:
             record.pid, record.started_at = child.pid, time.time()
-            record.starttime = _starttime(child.pid) or ""
+            record.starttime = start_time(child.pid) or ""
             self._children[uid] = child
             self._save()
         log.info(

@@ -9,6 +9,7 @@ import pytest
 
 from slinky.dev import slurmd_runtime as rt
 from slinky.dev import slurmd_spec as spec
+from slinky.dev.procs import start_time
 
 NOW = 1_790_000_000.0
 PRESTOP = [
@@ -280,7 +281,7 @@ class TestStateFile:
     def test_a_record_is_alive_only_with_its_start_time(self) -> None:
         import os
 
-        me = rt.PodProcess("u", "ns", "p", "p", 0, pid=os.getpid(), starttime=rt._starttime(os.getpid()) or "")
+        me = rt.PodProcess("u", "ns", "p", "p", 0, pid=os.getpid(), starttime=start_time(os.getpid()) or "")
         assert me.alive()
         assert not rt.PodProcess("u", "ns", "p", "p", 0, pid=os.getpid(), starttime="1").alive()
         assert (me.address, me.netns) == ("10.226.28.2", "slinky-pod-0")
