@@ -58,6 +58,8 @@ class NodeSetScaleInWorkflow:
         self._phase: ScaleInPhase = "cordoning"
         self._view: SlurmNodeView | None = None
         self._fresh = False
+        self._signalled = 0
+        """How many node_state signals arrived: a view signalled while a read ran is newer than its answer."""
         self._keep = False
         self._abort = False
         self._force = False
@@ -74,6 +76,7 @@ class NodeSetScaleInWorkflow:
         """The shared node poll saw this node change."""
         self._view = view
         self._fresh = True
+        self._signalled += 1
 
     @workflow.signal
     def keep(self) -> None:
@@ -150,7 +153,7 @@ class NodeSetScaleInWorkflow:
             inp.pod.namespace, inp.pod.name
         )
         drain = DrainInput(controller=inp.controller, node=inp.node, reason=reason)
-        self._view = await self._call("nodeset_drain_node", drain, SlurmNodeView, retry.SLURM)
+        await self._look("nodeset_drain_node", drain)
         await self._event(inp.pod, "Draining", f"Slurm node {inp.node} drains before the pod is deleted ({inp.cause})")
         if not await self._wait_drained(inp, drain):
             await self._do("nodeset_undrain_node", drain, retry.SLURM)
@@ -176,13 +179,14 @@ class NodeSetScaleInWorkflow:
         while True:
             if self._keep or self._abort:
                 return False
+            self._fresh = False  # a signal from here on (during a call below, too) wakes the wait
             if self._force_pending():
                 self._cancelled = await self._call("nodeset_cancel_node_jobs", ref, list[int], retry.SLURM)
                 self._forced = True
                 await self._event(inp.pod, "ForcedScaleIn", f"cancelled jobs {self._cancelled} on {inp.node}")
             view = self._view
             if view is not None and not view.exists:
-                view = self._view = await self._call("nodeset_read_node", ref, SlurmNodeView, retry.SLURM)
+                view = await self._look("nodeset_read_node", ref)
                 if not view.exists and not view.jobs:
                     return True
             if view is not None and view.exists:
@@ -190,13 +194,20 @@ class NodeSetScaleInWorkflow:
                     return True
                 if not slurm_state.is_draining_or_drained(view.states):
                     # Undrained under us (a slurmd that re-registered, a person's RESUME): drain again.
-                    self._view = await self._call("nodeset_drain_node", drain, SlurmNodeView, retry.SLURM)
-                    if slurm_state.is_draining_or_drained(self._view.states):
+                    if slurm_state.is_draining_or_drained((await self._look("nodeset_drain_node", drain)).states):
                         continue  # look again at once; a drain that did not take waits for the next news
-            self._fresh = False
             woke = await self._wait(lambda: self._fresh or self._keep or self._abort or self._force_pending(), fallback)
             if not woke:
-                self._view = await self._call("nodeset_read_node", ref, SlurmNodeView, retry.SLURM)
+                await self._look("nodeset_read_node", ref)
+
+    async def _look(self, name: str, arg: Any) -> SlurmNodeView:
+        """Run an activity that answers with the node's view and keep that view, unless the shared poll
+        signalled a view while it ran (that one is newer, and the loop looks at it next)."""
+        signalled = self._signalled
+        view = await self._call(name, arg, SlurmNodeView, retry.SLURM)
+        if self._signalled == signalled or self._view is None:
+            self._view = view
+        return view
 
     def _force_pending(self) -> bool:
         return self._force and not self._forced

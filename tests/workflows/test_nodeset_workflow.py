@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 from temporalio import activity
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -21,6 +22,7 @@ from slinky.operator.models import (
     PodRef,
     ScaleInInput,
     ScaleInResult,
+    ScaleInStatus,
     SlurmNodeView,
 )
 from tests.workflows.conftest import eventually
@@ -42,6 +44,8 @@ class FakeNodeSet:
     finalizer: bool = False
     calls: list[str] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
+    drain_gate: asyncio.Event | None = None
+    """When set, the drain's answer waits for it (its view read before the wait)."""
 
     def view(self) -> SlurmNodeView:
         if not self.node_exists:
@@ -65,7 +69,10 @@ class FakeNodeSet:
             if self.node_exists:
                 self.states = [*self.states, "DRAIN"]
                 self.reason = inp.reason
-            return self.view()
+            view = self.view()
+            if self.drain_gate is not None:
+                await self.drain_gate.wait()
+            return view
 
         @activity.defn(name="nodeset_undrain_node")
         async def undrain(inp: DrainInput) -> None:
@@ -109,18 +116,46 @@ class FakeNodeSet:
 async def started(env: WorkflowEnvironment) -> AsyncIterator[Any]:
     fake = FakeNodeSet()
     queue = f"nodeset-{uuid.uuid4().hex[:6]}"
+    handles: list[WorkflowHandle[Any, ScaleInResult]] = []
     async with Worker(env.client, task_queue=queue, workflows=[NodeSetScaleInWorkflow], activities=fake.activities()):
 
         async def start(**kw: Any) -> WorkflowHandle[Any, ScaleInResult]:
             inp = ScaleInInput(pod=POD, nodeset="gpu", node="gpu-2", controller=CTL, **kw)
-            return await env.client.start_workflow(
+            handle = await env.client.start_workflow(
                 NodeSetScaleInWorkflow.run,
                 inp,
                 id=workflow_id(POD.namespace, POD.name, uuid.uuid4().hex),
                 task_queue=queue,
             )
+            handles.append(handle)
+            return handle
 
-        yield fake, start
+        try:
+            yield fake, start
+        finally:
+            await terminate_running(handles)
+
+
+async def terminate_running(handles: list[WorkflowHandle[Any, ScaleInResult]]) -> None:
+    """A workflow a failed test leaves running holds the shared time-skipping server's clock still, and every
+    later test that waits on a timer then fails with 'Timeout expired'."""
+    for handle in handles:
+        if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+            await handle.terminate("test ended")
+
+
+async def draining(handle: WorkflowHandle[Any, ScaleInResult], timeout: float = 5.0) -> ScaleInStatus:
+    """Wait until the workflow has the drain's answer (the activity ran *and* the workflow took its result:
+    a signal sent between the two would race the answer)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        status: ScaleInStatus = await handle.query(NodeSetScaleInWorkflow.status)
+        if status.phase == "draining" and "DRAIN" in status.states:
+            return status
+        if loop.time() > deadline:
+            raise AssertionError(f"the workflow never took the drain's answer: {status}")
+        await asyncio.sleep(0.01)
 
 
 async def test_an_idle_node_drains_and_the_pod_goes(started: Any) -> None:
@@ -137,8 +172,7 @@ async def test_a_busy_node_waits_for_its_job_then_the_signal_ends_the_wait(start
     fake, start = started
     fake.states, fake.jobs = ["ALLOCATED"], [77]
     handle = await start()
-    await eventually(lambda: "drain" in fake.calls, what="drain")
-    status = await handle.query(NodeSetScaleInWorkflow.status)
+    status = await draining(handle)
     assert status.phase == "draining" and status.jobs == [77] and "77" in status.waiting_for
     assert "delete" not in fake.calls
     fake.states, fake.jobs = ["IDLE", "DRAIN"], []
@@ -147,11 +181,24 @@ async def test_a_busy_node_waits_for_its_job_then_the_signal_ends_the_wait(start
     assert "cancel" not in fake.calls, "a scale-in never kills a job unless forced"
 
 
+async def test_a_drained_view_signalled_while_the_drain_ran_is_not_lost(started: Any) -> None:
+    """The poll's view that arrives while the drain call runs is newer than the drain's answer: the workflow
+    acts on it at once instead of waiting for the next change or the fallback timer."""
+    fake, start = started
+    fake.states, fake.jobs, fake.drain_gate = ["ALLOCATED"], [8], asyncio.Event()
+    handle = await start()
+    await eventually(lambda: "drain" in fake.calls, what="drain")
+    await handle.signal(NodeSetScaleInWorkflow.node_state, SlurmNodeView(name="gpu-2", states=["IDLE", "DRAIN"]))
+    fake.drain_gate.set()  # the drain answers with its older view: ALLOCATED+DRAIN, job 8
+    assert (await asyncio.wait_for(handle.result(), 10)).outcome == "deleted"
+    assert "read" not in fake.calls, "the signalled view was acted on; no fallback read"
+
+
 async def test_without_signals_the_fallback_timer_reads_the_node(started: Any, env: WorkflowEnvironment) -> None:
     fake, start = started
     fake.states, fake.jobs = ["MIXED"], [5]
     handle = await start(fallback_check_seconds=30)
-    await eventually(lambda: "drain" in fake.calls, what="drain")
+    await draining(handle)
     fake.states, fake.jobs = ["IDLE", "DRAIN"], []
     await env.sleep(31)
     assert (await handle.result()).outcome == "deleted" and "read" in fake.calls
@@ -161,7 +208,7 @@ async def test_a_vanished_node_is_drained_only_once_confirmed_jobless(started: A
     fake, start = started
     fake.states, fake.jobs = ["ALLOCATED"], [9]
     handle = await start()
-    await eventually(lambda: "drain" in fake.calls, what="drain")
+    await draining(handle)
     fake.node_exists = False  # Slurm says no such node, but job 9 still names it
     await handle.signal(NodeSetScaleInWorkflow.node_state, SlurmNodeView(name="gpu-2", exists=False))
     await eventually(lambda: "read" in fake.calls, what="confirming read")
@@ -175,7 +222,7 @@ async def test_scaled_back_up_before_deletion_keeps_the_pod(started: Any) -> Non
     fake, start = started
     fake.states, fake.jobs = ["ALLOCATED"], [3]
     handle = await start()
-    await eventually(lambda: "drain" in fake.calls, what="drain")
+    await draining(handle)
     await handle.signal(NodeSetScaleInWorkflow.keep)
     result = await handle.result()
     assert result.outcome == "kept" and fake.calls[-2:] == ["undrain", "uncordon"]
@@ -186,7 +233,7 @@ async def test_force_cancels_the_jobs_and_abort_is_refused_once_deleting(started
     fake, start = started
     fake.states, fake.jobs, fake.finalizer = ["ALLOCATED"], [11, 12], True
     handle = await start()
-    await eventually(lambda: "drain" in fake.calls, what="drain")
+    await draining(handle)
     forced = await handle.execute_update(NodeSetScaleInWorkflow.force)
     assert forced.forced
     await eventually(lambda: "cancel" in fake.calls, what="cancel")
@@ -205,7 +252,7 @@ async def test_abort_undrains(started: Any) -> None:
     fake, start = started
     fake.states, fake.jobs = ["ALLOCATED"], [3]
     handle = await start()
-    await eventually(lambda: "drain" in fake.calls, what="drain")
+    await draining(handle)
     await handle.execute_update(NodeSetScaleInWorkflow.abort)
     assert (await handle.result()).outcome == "aborted" and "undrain" in fake.calls
 
@@ -220,7 +267,7 @@ async def test_a_node_undrained_under_the_scale_in_is_drained_again(started: Any
     fake, start = started
     fake.states, fake.jobs = ["ALLOCATED"], [4]
     handle = await start()
-    await eventually(lambda: "drain" in fake.calls, what="drain")
+    await draining(handle)
     fake.states, fake.jobs = ["IDLE"], []  # slurmd re-registered: the node came back without DRAIN
     await handle.signal(NodeSetScaleInWorkflow.node_state, fake.view())
     assert (await handle.result()).outcome == "deleted"
@@ -231,7 +278,7 @@ async def test_force_without_jobs_cancels_once(started: Any) -> None:
     fake, start = started
     fake.states = ["COMPLETING"]
     handle = await start()
-    await eventually(lambda: "drain" in fake.calls, what="drain")
+    await draining(handle)
     await handle.execute_update(NodeSetScaleInWorkflow.force)
     await eventually(lambda: "cancel" in fake.calls, what="cancel")
     fake.states = ["IDLE", "DRAIN"]
@@ -253,10 +300,13 @@ async def test_a_pod_condemned_again_after_a_kept_scale_in_gets_a_new_run(env: W
         first = await start(NodeSetScaleInWorkflow.run, inp, id=wf, task_queue=queue, **START_OPTIONS)
         joined = await start(NodeSetScaleInWorkflow.run, inp, id=wf, task_queue=queue, **START_OPTIONS)
         assert joined.result_run_id == first.result_run_id, "a restart joins the running scale-in"
-        await eventually(lambda: "drain" in fake.calls, what="drain")
-        await first.signal(NodeSetScaleInWorkflow.keep)
-        assert (await first.result()).outcome == "kept"
-        fake.states, fake.jobs = ["IDLE"], []
-        again = await start(NodeSetScaleInWorkflow.run, inp, id=wf, task_queue=queue, **START_OPTIONS)
-        assert again.result_run_id != first.result_run_id
-        assert (await again.result()).outcome == "deleted"
+        try:
+            await draining(first)
+            await first.signal(NodeSetScaleInWorkflow.keep)
+            assert (await first.result()).outcome == "kept"
+            fake.states, fake.jobs = ["IDLE"], []
+            again = await start(NodeSetScaleInWorkflow.run, inp, id=wf, task_queue=queue, **START_OPTIONS)
+            assert again.result_run_id != first.result_run_id
+            assert (await again.result()).outcome == "deleted"
+        finally:
+            await terminate_running([env.client.get_workflow_handle(wf)])
