@@ -38,11 +38,11 @@ from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.models import ControllerKey, PodRef, ScaleInInput, SlurmNodeView
 from slinky.operator.validation import nodeset_problems
 from workers.slurm_clients import ControllerProblem, SlurmClients
+from workers.workqueue import Key, WorkQueue
 from workflows.nodeset import NodeSetScaleInWorkflow, workflow_id
 
 logger = logging.getLogger("workers.nodeset")
 Obj = dict[str, Any]
-Key = tuple[str, str]
 
 NODESETS = "/apis/slinky.slurm.net/v1beta1/nodesets"
 PODS = "/api/v1/pods"
@@ -80,38 +80,6 @@ def is_ready(pod: Obj) -> bool:
 
 def hostname_of(pod: Obj) -> str:
     return str(pod.get("spec", {}).get("hostname") or pod["metadata"]["name"])
-
-
-class WorkQueue:
-    """De-duplicating keys; a key is processed by one worker at a time and re-run if marked meanwhile."""
-
-    def __init__(self) -> None:
-        self._queue: asyncio.Queue[Key] = asyncio.Queue()
-        self._queued: set[Key] = set()
-        self._active: set[Key] = set()
-        self._again: set[Key] = set()
-
-    def add(self, key: Key) -> None:
-        if key in self._active:
-            self._again.add(key)
-        elif key not in self._queued:
-            self._queued.add(key)
-            self._queue.put_nowait(key)
-
-    def add_later(self, key: Key, seconds: float) -> None:
-        asyncio.get_running_loop().call_later(seconds, self.add, key)
-
-    async def get(self) -> Key:
-        key = await self._queue.get()
-        self._queued.discard(key)
-        self._active.add(key)
-        return key
-
-    def done(self, key: Key) -> None:
-        self._active.discard(key)
-        if key in self._again:
-            self._again.discard(key)
-            self.add(key)
 
 
 @dataclass

@@ -1,0 +1,41 @@
+"""A per-object work queue, as client-go's: a key waits at most once, is worked on by one worker at a time,
+and is run again if it was marked while being worked on. One broken object never blocks the others."""
+
+from __future__ import annotations
+
+import asyncio
+
+Key = tuple[str, str]
+"""(namespace, name) of the object to reconcile."""
+
+
+class WorkQueue:
+    """De-duplicating keys; a key is processed by one worker at a time and re-run if marked meanwhile."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[Key] = asyncio.Queue()
+        self._queued: set[Key] = set()
+        self._active: set[Key] = set()
+        self._again: set[Key] = set()
+
+    def add(self, key: Key) -> None:
+        if key in self._active:
+            self._again.add(key)
+        elif key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
+
+    def add_later(self, key: Key, seconds: float) -> None:
+        asyncio.get_running_loop().call_later(seconds, self.add, key)
+
+    async def get(self) -> Key:
+        key = await self._queue.get()
+        self._queued.discard(key)
+        self._active.add(key)
+        return key
+
+    def done(self, key: Key) -> None:
+        self._active.discard(key)
+        if key in self._again:
+            self._again.discard(key)
+            self.add(key)
