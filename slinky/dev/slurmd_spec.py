@@ -392,6 +392,9 @@ def _other_status(container: Mapping[str, Any], start: str, view: SlurmdView) ->
     }
 
 
+KUBELET_CONDITIONS = frozenset({"Initialized", "Ready", "ContainersReady", "PodScheduled"})
+
+
 def pod_status(pod: Mapping[str, Any], view: SlurmdView, now: float, *, keep_phase: bool = False) -> Obj:
     """The status patch a kubelet would post for a pod whose slurmd is in ``view``, as a JSON merge patch: every
     list is whole and replaces the current one (a strategic merge would add a new address to ``podIPs``).
@@ -415,13 +418,17 @@ def pod_status(pod: Mapping[str, Any], view: SlurmdView, now: float, *, keep_pha
         "podIPs": [{"ip": view.address}],
         "startTime": start,
         "conditions": [
-            _condition(type_, ok, now, previous.get(type_))
-            for type_, ok in (
-                ("Initialized", True),
-                ("Ready", ready),
-                ("ContainersReady", ready),
-                ("PodScheduled", True),
-            )
+            *(
+                _condition(type_, ok, now, previous.get(type_))
+                for type_, ok in (
+                    ("Initialized", True),
+                    ("Ready", ready),
+                    ("ContainersReady", ready),
+                    ("PodScheduled", True),
+                )
+            ),
+            # Conditions a kubelet does not own (the operator's SlurmNodeState*) are kept, as a kubelet does.
+            *(c for t, c in previous.items() if t not in KUBELET_CONDITIONS),
         ],
         "containerStatuses": [
             _slurmd_status(c, view, container_id) if c.get("name") == CONTAINER_NAME else _other_status(c, start, view)

@@ -237,6 +237,14 @@ class TestPodStatus:
         assert times["Ready"] != times["Initialized"]
         assert after["containerStatuses"][0]["ready"] is True
 
+    def test_conditions_the_kubelet_does_not_own_are_kept(self) -> None:
+        """The operator's SlurmNodeState* conditions survive the agent's whole-list status patch."""
+        before = spec.pod_status(pod(container()), self.view(), NOW)["status"]
+        drain = {"type": "SlurmNodeStateDrain", "status": "True", "message": "slurm-operator: x"}
+        before["conditions"].append(drain)
+        after = spec.pod_status(pod(container(), status=before), self.view(ready=True), NOW + 5)["status"]
+        assert drain in after["conditions"] and len(after["conditions"]) == 5
+
     def test_waiting_for_a_restart_shows_the_last_state(self) -> None:
         term = spec.Termination(1, NOW + 1, NOW)
         st = spec.pod_status(pod(container()), self.view(state="waiting", last_state=term.as_state()), NOW)["status"]
