@@ -7,13 +7,12 @@ is fine, draining a drained node re-reads it. A Slurm reason that is not the ope
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from typing import Any, Protocol
 
 from temporalio import activity
 
-from slinky import hostlist, wellknown
+from slinky import wellknown
 from slinky.clients.errors import KubeConflict, KubeNotFound, SlurmNotFound
 from slinky.clients.events import EventRecorder, pod_event
 from slinky.clients.kube import KubeClient, pod_path
@@ -38,24 +37,12 @@ async def read_node(slurm: SlurmApi, name: str, *, with_jobs: bool = True) -> Sl
         node = await slurm.get_node(name)
     except SlurmNotFound:
         node = None
-    jobs: list[int] = []
-    deadline = 0.0
     listed = (await slurm.list_jobs()).jobs if with_jobs else []
-    for job in listed:
-        if job.state in wellknown.TERMINAL_JOB_STATES or not job.nodes:
-            continue
-        if name in hostlist.expand(job.nodes):
-            jobs.append(job.job_id)
-            if job.start_time and job.time_limit:
-                deadline = max(deadline, float(job.start_time) + 60.0 * float(job.time_limit))
+    on_node = slurm_state.jobs_by_node(listed).get(name, slurm_state.NodeJobs())
     if node is None:
-        return SlurmNodeView(name=name, exists=False, jobs=jobs)
+        return SlurmNodeView(name=name, exists=False, jobs=on_node.ids)
     return SlurmNodeView(
-        name=name,
-        states=list(node.state),
-        reason=node.reason,
-        jobs=jobs,
-        deadline=dt.datetime.fromtimestamp(deadline, dt.UTC).isoformat().replace("+00:00", "Z") if deadline else "",
+        name=name, states=list(node.state), reason=node.reason, jobs=on_node.ids, deadline=on_node.deadline_text()
     )
 
 
@@ -67,10 +54,15 @@ class NodeSetActivities:
         self.slurm = slurm
         self.events = events
 
-    async def _annotate(self, pod: PodRef, value: str | None) -> bool:
-        body: dict[str, Any] = {
-            "metadata": {"uid": pod.uid, "annotations": {wellknown.ANNOTATION_POD_CORDON: value}},
+    async def _annotate(self, pod: PodRef, cordon: bool) -> bool:
+        """`pod-cordon` and the ID of the scale-in workflow that holds the pod (the operator finds its running
+        scale-ins on the pods after a restart), both set or both removed."""
+        workflow = activity.info().workflow_id if cordon and activity.in_activity() else None
+        annotations = {
+            wellknown.ANNOTATION_POD_CORDON: "true" if cordon else None,
+            wellknown.ANNOTATION_SCALE_IN_WORKFLOW: workflow,
         }
+        body: dict[str, Any] = {"metadata": {"uid": pod.uid, "annotations": annotations}}
         try:
             await self.kube.patch(pod_path(pod.namespace, pod.name), body)
         except (KubeNotFound, KubeConflict):
@@ -80,11 +72,11 @@ class NodeSetActivities:
     @activity.defn(name="nodeset_cordon_pod")
     async def cordon_pod(self, pod: PodRef) -> bool:
         """Annotate `pod-cordon=true`; False when the pod is gone."""
-        return await self._annotate(pod, "true")
+        return await self._annotate(pod, True)
 
     @activity.defn(name="nodeset_uncordon_pod")
     async def uncordon_pod(self, pod: PodRef) -> bool:
-        return await self._annotate(pod, None)
+        return await self._annotate(pod, False)
 
     @activity.defn(name="nodeset_drain_node")
     async def drain_node(self, inp: DrainInput) -> SlurmNodeView:

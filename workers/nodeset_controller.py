@@ -26,14 +26,14 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from slinky import wellknown
-from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeRejected, SlurmError
-from slinky.clients.events import EventRecorder
+from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeRejected, SlurmError, SlurmNotFound
+from slinky.clients.events import EventRecorder, pod_event
 from slinky.clients.kube import KubeClient, rfc3339
+from slinky.operator import pod_sync, slurm_state, updates, victims
 from slinky.operator import pods as builder
-from slinky.operator import slurm_state, victims
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.models import ControllerKey, PodRef, ScaleInInput, SlurmNodeView
 from slinky.operator.validation import nodeset_problems
@@ -46,6 +46,9 @@ Obj = dict[str, Any]
 
 NODESETS = "/apis/slinky.slurm.net/v1beta1/nodesets"
 PODS = "/api/v1/pods"
+NODES = "/api/v1/nodes"
+DRIFT_GRACE_SECONDS = 15.0
+"""A Ready pod whose Slurm node has been missing this long is deleted and made again (drift repair)."""
 POD_SELECTOR = f"{wellknown.LABEL_APP}={wellknown.APP_SLURMD}"
 COMPONENT = "slurm-operator"
 START_OPTIONS: dict[str, Any] = {
@@ -78,6 +81,13 @@ def is_ready(pod: Obj) -> bool:
     )
 
 
+def _cordon_view(node: Obj) -> tuple[Any, Any]:
+    return (
+        (node.get("spec") or {}).get("unschedulable"),
+        (node["metadata"].get("annotations") or {}).get(wellknown.ANNOTATION_NODE_CORDON_REASON),
+    )
+
+
 def hostname_of(pod: Obj) -> str:
     return str(pod.get("spec", {}).get("hostname") or pod["metadata"]["name"])
 
@@ -90,6 +100,9 @@ class ControllerPoll:
     synced: bool = False
     error: str = ""
     polls: int = 0
+    job_lists: int = 0
+    missing_since: dict[str, float] = field(default_factory=dict)
+    """NodeSet pod hostnames absent from Slurm, since when (monotonic): drift repair waits a grace period."""
 
 
 class NodeSetController:
@@ -118,10 +131,13 @@ class NodeSetController:
         self.queue = WorkQueue()
         self.nodesets: dict[Key, Obj] = {}
         self.pods: dict[Key, Obj] = {}
+        self.kube_nodes: dict[str, Obj] = {}
         self.polls: dict[Key, ControllerPoll] = {}
         self._poll_tasks: dict[Key, asyncio.Task[None]] = {}
         self.scale_ins: dict[str, str] = {}
-        """Slurm node name -> the workflow ID draining it (signalled by the node poll)."""
+        """Slurm node name -> the workflow ID draining it (signalled by the node poll); rebuilt from the pods'
+        `scale-in-workflow` annotations, so a restarted operator signals the scale-ins it did not start."""
+        self._pdbs: set[Key] = set()
         self.reconciles = 0
         self.synced = asyncio.Event()
         self._failures: dict[Key, int] = {}
@@ -132,6 +148,7 @@ class NodeSetController:
         tasks = [
             asyncio.create_task(self._watch_nodesets(), name="watch-nodesets"),
             asyncio.create_task(self._watch_pods(), name="watch-nodeset-pods"),
+            asyncio.create_task(self._watch_nodes(), name="watch-kube-nodes"),
             *(asyncio.create_task(self._worker(), name=f"nodeset-worker-{i}") for i in range(self.workers)),
         ]
         try:
@@ -163,6 +180,7 @@ class NodeSetController:
             if kind == "SYNC":
                 self.pods = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in obj["items"]}
                 for pod in self.pods.values():
+                    self._track_scale_in(pod)
                     if owner := owner_of(pod):
                         self.queue.add(owner)
                 continue
@@ -176,8 +194,32 @@ class NodeSetController:
                 await self._signal(wf, "pod_gone")
             else:
                 self.pods[key] = obj
+                self._track_scale_in(obj)
             if owner := owner_of(obj):
                 self.queue.add(owner)
+
+    def _track_scale_in(self, pod: Obj) -> None:
+        wf = (pod["metadata"].get("annotations") or {}).get(wellknown.ANNOTATION_SCALE_IN_WORKFLOW)
+        if wf:
+            self.scale_ins[hostname_of(pod)] = wf
+
+    async def _watch_nodes(self) -> None:
+        """Kubernetes nodes, for cordon propagation: a (un)cordoned node requeues the NodeSets with pods on it."""
+        async for kind, obj in self.kube.list_watch(NODES):
+            if kind == "SYNC":
+                self.kube_nodes = {o["metadata"]["name"]: o for o in obj["items"]}
+                continue
+            name = obj["metadata"]["name"]
+            before = self.kube_nodes.get(name)
+            if kind == "DELETED":
+                self.kube_nodes.pop(name, None)
+            else:
+                self.kube_nodes[name] = obj
+            if before is not None and kind != "DELETED" and _cordon_view(before) == _cordon_view(obj):
+                continue
+            for pod in self.pods.values():
+                if (pod.get("spec") or {}).get("nodeName") == name and (owner := owner_of(pod)):
+                    self.queue.add(owner)
 
     async def _worker(self) -> None:
         while True:
@@ -209,7 +251,24 @@ class NodeSetController:
                 slurm = await self.slurm.client(controller)
                 listed = await slurm.list_nodes()
                 state.polls += 1
-                fresh = {n.name: SlurmNodeView(name=n.name, states=list(n.state), reason=n.reason) for n in listed}
+                ours = self._hostnames(controller)
+                jobs: dict[str, slurm_state.NodeJobs] = {}
+                # The job list only while a node of ours is busy (or was, to see its jobs end): idle, one call.
+                if any(n.name in ours and slurm_state.is_busy(n.state) for n in listed) or any(
+                    v.jobs for v in state.nodes.values()
+                ):
+                    jobs = slurm_state.jobs_by_node((await slurm.list_jobs()).jobs)
+                    state.job_lists += 1
+                fresh = {}
+                for n in listed:
+                    held = jobs.get(n.name) if n.name in ours else None
+                    fresh[n.name] = SlurmNodeView(
+                        name=n.name,
+                        states=list(n.state),
+                        reason=n.reason,
+                        jobs=held.ids if held else [],
+                        deadline=held.deadline_text() if held else "",
+                    )
                 changed = [n for n in fresh if n not in state.nodes or state.nodes[n] != fresh[n]]
                 vanished = [n for n in state.nodes if n not in fresh]
                 state.nodes, state.synced, state.error = fresh, True, ""
@@ -233,13 +292,26 @@ class NodeSetController:
                 if hostname_of(pod) in touched and (owner := owner_of(pod)):
                     self.queue.add(owner)
 
-    async def _signal(self, wf: str, signal: str, arg: Any = None) -> None:
+    def _hostnames(self, controller: ControllerKey) -> set[str]:
+        """The Slurm node names of the NodeSet pods of this Controller."""
+        return {
+            hostname_of(p)
+            for p in self.pods.values()
+            if p["metadata"]["namespace"] == controller.namespace
+            and p["metadata"].get("labels", {}).get(wellknown.LABEL_CLUSTER) == controller.name
+        }
+
+    async def _signal(self, wf: str, signal: str, arg: Any = None) -> bool:
+        """Signal a workflow; False when it is not running (closed, or never started)."""
         handle: WorkflowHandle[Any, Any] = self.temporal.get_workflow_handle(wf)
-        with contextlib.suppress(RPCError):
+        try:
             if arg is None:
                 await handle.signal(signal)
             else:
                 await handle.signal(signal, arg)
+        except RPCError:
+            return False
+        return True
 
     # ------------------------------------------------------------------------------------ reconcile
     async def reconcile(self, key: Key) -> None:
@@ -273,6 +345,12 @@ class NodeSetController:
             )
             self.queue.add_later(key, 2.0)
             return
+        await self._sync(key, raw, nodeset, controller, ctl, poll)
+
+    async def _sync(
+        self, key: Key, raw: Obj, nodeset: NodeSet, controller: ControllerKey, ctl: Any, poll: ControllerPoll
+    ) -> None:
+        """Scale, update, keep each pod in step with its Slurm node, then write the status."""
         revision = builder.revision_hash(nodeset, builder.conf_server(ctl))
         owned = self._owned(key, raw)
         for pod in owned:
@@ -284,13 +362,15 @@ class NodeSetController:
             if not is_terminating(p) and p.get("status", {}).get("phase") not in ("Failed", "Succeeded")
         ]
         desired = nodeset.spec.replicas if nodeset.spec.replicas is not None else 1
-        condemned = victims.condemned(active, desired)
-        condemned_uids = {p["metadata"]["uid"] for p in condemned}
+        await self._ensure_pdb(controller)
+        held = await self._condemn(nodeset, controller, active, desired, revision)
+        slurm = await self.slurm.client(controller)
         for pod in active:
-            if pod["metadata"]["uid"] not in condemned_uids and victims.is_cordoned(pod):
-                await self._keep(pod)
-        for pod in condemned:
-            await self._scale_in(nodeset, controller, pod)
+            view = poll.nodes.get(hostname_of(pod))
+            await self._sync_pod(pod, view)
+            if pod["metadata"]["uid"] not in held:  # a scale-in workflow drains it, and undrains it if kept
+                await self._cordon(slurm, pod, view)
+                await self._repair_drift(pod, poll)
         missing = desired - len(active)
         if missing > 0:
             # A terminating pod's ordinal is free: its name is created again once it is gone (the watch's DELETED
@@ -302,6 +382,8 @@ class NodeSetController:
                 message = f"the pod this spec makes is refused: {err}"
                 await self._status(key, nodeset, owned, condition=("SpecValid", "False", "FailedCreate", message))
                 return
+        if poll.missing_since:
+            self.queue.add_later(key, DRIFT_GRACE_SECONDS / 2)
         await self._status(
             key,
             nodeset,
@@ -310,6 +392,32 @@ class NodeSetController:
             poll=poll,
             condition=("ControllerReady", "True", "Reachable", "slurmrestd answers"),
         )
+
+    async def _condemn(
+        self, nodeset: NodeSet, controller: ControllerKey, active: list[Obj], desired: int, revision: str
+    ) -> set[str]:
+        """Start (or join) a scale-in workflow for each pod to remove (scale-in, then rolling update); tell the
+        scale-ins of pods wanted again to keep them. Returns the uids a scale-in holds."""
+        node_cordoned = frozenset(
+            p["metadata"]["uid"]
+            for p in active
+            if pod_sync.node_cordoned(self.kube_nodes.get((p.get("spec") or {}).get("nodeName") or ""))
+        )
+        scale_in = victims.condemned(active, desired, node_cordoned)
+        gone = {p["metadata"]["uid"] for p in scale_in}
+        update = updates.update_victims(
+            nodeset, [p for p in active if p["metadata"]["uid"] not in gone], revision, desired
+        )
+        condemned = [(p, "scale-in") for p in scale_in] + [(p, "update") for p in update]
+        uids = {p["metadata"]["uid"] for p, _ in condemned}
+        held = set(uids)
+        for pod in active:
+            if pod["metadata"]["uid"] not in uids and updates.in_flight(pod):
+                await self._keep(pod)  # its workflow undrains and uncordons it; until then it is the workflow's
+                held.add(pod["metadata"]["uid"])
+        for pod, cause in condemned:
+            await self._scale_in(nodeset, controller, pod, cause)
+        return held
 
     def _owned(self, key: Key, raw: Obj) -> list[Obj]:
         uid = raw["metadata"].get("uid")
@@ -348,7 +456,7 @@ class NodeSetController:
         with contextlib.suppress(KubeNotFound, KubeConflict):
             await self.kube.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", uid=meta["uid"])
 
-    async def _scale_in(self, nodeset: NodeSet, controller: ControllerKey, pod: Obj) -> None:
+    async def _scale_in(self, nodeset: NodeSet, controller: ControllerKey, pod: Obj, cause: str) -> None:
         meta = pod["metadata"]
         ref = PodRef(namespace=meta["namespace"], name=meta["name"], uid=meta["uid"])
         node = hostname_of(pod)
@@ -359,6 +467,7 @@ class NodeSetController:
             nodeset=str(nodeset.metadata.get("name")),
             node=node,
             controller=controller,
+            cause=cause,
             fallback_check_seconds=self.fallback_seconds,
         )
         await self.temporal.start_workflow(
@@ -366,8 +475,107 @@ class NodeSetController:
         )
 
     async def _keep(self, pod: Obj) -> None:
+        """The pod is wanted again: its scale-in undrains and uncordons it. A scale-in that is no longer running
+        (terminated by hand) left its annotations behind: take them off here; the cordon step then undrains."""
         meta = pod["metadata"]
-        await self._signal(workflow_id(meta["namespace"], meta["name"], meta["uid"]), "keep")
+        wf = (meta.get("annotations") or {}).get(wellknown.ANNOTATION_SCALE_IN_WORKFLOW) or workflow_id(
+            meta["namespace"], meta["name"], meta["uid"]
+        )
+        handle: WorkflowHandle[Any, Any] = self.temporal.get_workflow_handle(wf)
+        try:
+            await handle.signal("keep")
+            return
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+        logger.info("scale-in %s of %s/%s is not running: uncordoning the pod", wf, meta["namespace"], meta["name"])
+        self.scale_ins.pop(hostname_of(pod), None)
+        with contextlib.suppress(KubeNotFound, KubeConflict):
+            await self.kube.patch(
+                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                {
+                    "metadata": {
+                        "uid": meta["uid"],
+                        "annotations": {
+                            wellknown.ANNOTATION_POD_CORDON: None,
+                            wellknown.ANNOTATION_SCALE_IN_WORKFLOW: None,
+                        },
+                    }
+                },
+            )
+
+    # ------------------------------------------------------------------------------------ per pod
+    async def _sync_pod(self, pod: Obj, view: SlurmNodeView | None) -> None:
+        """pod-deadline, pod-protect and the SlurmNodeState* conditions, written only when they change."""
+        meta = pod["metadata"]
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+        with contextlib.suppress(KubeNotFound, KubeConflict):
+            if (patch := pod_sync.metadata_patch(pod, view)) is not None:
+                patch["metadata"]["uid"] = meta["uid"]
+                self._remember(await self.kube.patch(path, patch))
+            if (conditions := pod_sync.conditions_patch(pod, view, rfc3339())) is not None:
+                body = {"metadata": {"uid": meta["uid"]}, "status": {"conditions": conditions}}
+                self._remember(await self.kube.patch(path + "/status", body, "strategic"))
+
+    def _remember(self, pod: Obj) -> None:
+        """Keep what the apiserver answered, so the next reconcile does not write the same thing again."""
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        current = self.pods.get(key)
+        if current is None or int(current["metadata"].get("resourceVersion", 0)) <= int(
+            pod["metadata"].get("resourceVersion", 0)
+        ):
+            self.pods[key] = pod
+
+    async def _cordon(self, slurm: Any, pod: Obj, view: SlurmNodeView | None) -> None:
+        """Cordon propagation, Kubernetes -> Slurm (upstream's syncCordon; a foreign reason is never touched)."""
+        node = self.kube_nodes.get((pod.get("spec") or {}).get("nodeName") or "")
+        action = pod_sync.cordon_action(pod, view, node)
+        if action.kind == "none" or view is None:
+            return
+        try:
+            if action.kind == "drain":
+                await slurm.drain_node(view.name, action.reason)
+                self._pod_event(pod, "Cordoned", f"Slurm node {view.name} drains: {action.reason}")
+            else:
+                await slurm.resume_node(view.name)
+                self._pod_event(pod, "Uncordoned", f"Slurm node {view.name} resumed ({action.why})")
+        except SlurmNotFound:
+            return
+
+    async def _repair_drift(self, pod: Obj, poll: ControllerPoll) -> bool:
+        """A Running, Ready pod whose Slurm node has been missing for the grace period is deleted (and so made
+        again): its slurmd lost its registration (upstream's SlurmNodes step)."""
+        name = hostname_of(pod)
+        if not poll.synced or name in poll.nodes or not updates.is_ready(pod):
+            poll.missing_since.pop(name, None)
+            return False
+        since = poll.missing_since.setdefault(name, time.monotonic())
+        if time.monotonic() - since < DRIFT_GRACE_SECONDS:
+            return False
+        poll.missing_since.pop(name, None)
+        message = f"Slurm node {name} is missing while the pod is Ready: deleting the pod to make it again"
+        logger.warning("%s/%s: %s", pod["metadata"]["namespace"], pod["metadata"]["name"], message)
+        self._pod_event(pod, "SlurmNodeMissing", message, "Warning")
+        await self._delete_pod(pod)
+        return True
+
+    def _pod_event(self, pod: Obj, reason: str, message: str, type_: str = "Normal") -> None:
+        meta = pod["metadata"]
+        event = pod_event(meta["namespace"], meta["name"], meta["uid"], reason, message, type_)
+        event["source"] = {"component": COMPONENT}
+        event["reportingComponent"] = COMPONENT
+        self.events.record(event)
+
+    async def _ensure_pdb(self, controller: ControllerKey) -> None:
+        """The shared PodDisruptionBudget of a Controller's NodeSet pods: `maxUnavailable: 0` over the pods
+        labelled `pod-protect` (a job runs on their node), so an eviction waits for the job."""
+        key = (controller.namespace, controller.name)
+        if key in self._pdbs:
+            return
+        body = builder.workers_pdb(controller.namespace, controller.name)
+        with contextlib.suppress(KubeConflict):
+            await self.kube.create(f"/apis/policy/v1beta1/namespaces/{controller.namespace}/poddisruptionbudgets", body)
+        self._pdbs.add(key)
 
     # ------------------------------------------------------------------------------------ status
     async def _status(

@@ -226,6 +226,34 @@ def build_pod(nodeset: NodeSet, controller: Controller, ordinal: int, revision: 
     }
 
 
+def workers_pdb_name(controller: str) -> str:
+    return f"{controller}-workers-pdb"
+
+
+def workers_pdb(namespace: str, controller: str) -> Obj:
+    """The shared PodDisruptionBudget of a Controller's NodeSet pods: none of the pods labelled `pod-protect`
+    (a job runs on their Slurm node) may be evicted. `policy/v1beta1`, the version Kubernetes 1.20 serves."""
+    return {
+        "apiVersion": "policy/v1beta1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": workers_pdb_name(controller),
+            "namespace": namespace,
+            "labels": {wellknown.LABEL_CLUSTER: controller, wellknown.LABEL_COMPONENT: wellknown.COMPONENT_WORKER},
+        },
+        "spec": {
+            "maxUnavailable": 0,
+            "selector": {
+                "matchLabels": {
+                    wellknown.LABEL_APP: wellknown.APP_SLURMD,
+                    wellknown.LABEL_CLUSTER: controller,
+                    wellknown.LABEL_NODESET_POD_PROTECT: "true",
+                }
+            },
+        },
+    }
+
+
 def owner_reference(nodeset: NodeSet) -> Obj:
     return {
         "apiVersion": nodeset.api_version,

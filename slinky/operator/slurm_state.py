@@ -7,10 +7,12 @@ over the node's state flags, so workflows and the reconciler share them.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from slinky import wellknown
+from slinky import hostlist, wellknown
 
 BASE_STATES = ("ALLOCATED", "DOWN", "ERROR", "FUTURE", "IDLE", "MIXED", "UNKNOWN")
 FLAG_STATES = (
@@ -86,4 +88,48 @@ def counts(states_by_pod: Iterable[Iterable[str]]) -> dict[str, int]:
             out["slurmDown"] += 1
         if is_draining_or_drained(flags):
             out["slurmDrain"] += 1
+    return out
+
+
+class JobLike(Protocol):
+    """What `jobs_by_node` reads of a Slurm job (the client's `JobInfo`; this module stays free of clients,
+    workflows import it)."""
+
+    @property
+    def job_id(self) -> int: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def nodes(self) -> str: ...
+    @property
+    def start_time(self) -> int | None: ...
+    @property
+    def time_limit(self) -> int | None: ...
+
+
+@dataclass
+class NodeJobs:
+    """The live jobs on one node and when the last of them reaches its time limit (epoch seconds, 0: none)."""
+
+    ids: list[int] = field(default_factory=list)
+    deadline: float = 0.0
+
+    def deadline_text(self) -> str:
+        """RFC 3339 (the `pod-deadline` annotation's format), "" when no job has a time limit."""
+        if not self.deadline:
+            return ""
+        return dt.datetime.fromtimestamp(self.deadline, dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def jobs_by_node(jobs: Iterable[JobLike]) -> dict[str, NodeJobs]:
+    """Every live job with nodes, by node: ids in Slurm's order, deadline = max(start_time + time_limit)."""
+    out: dict[str, NodeJobs] = {}
+    for job in jobs:
+        if job.state in wellknown.TERMINAL_JOB_STATES or not job.nodes:
+            continue
+        for name in hostlist.expand(job.nodes):
+            entry = out.setdefault(name, NodeJobs())
+            entry.ids.append(job.job_id)
+            if job.start_time and job.time_limit:
+                entry.deadline = max(entry.deadline, float(job.start_time) + 60.0 * float(job.time_limit))
     return out

@@ -27,7 +27,7 @@ def _time(text: str | None) -> dt.datetime:
         return _EPOCH
 
 
-def _ready_since(pod: Obj) -> dt.datetime | None:
+def ready_since(pod: Obj) -> dt.datetime | None:
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Ready" and cond.get("status") == "True":
             return _time(cond.get("lastTransitionTime"))
@@ -52,10 +52,11 @@ def ordinal(pod: Obj) -> int:
     return int(raw) if str(raw).isdigit() else -1
 
 
-def condemn_key(pod: Obj) -> tuple[Any, ...]:
-    """Sort key: sorted(pods, key=condemn_key) lists the pods to delete first at the front."""
+def condemn_key(pod: Obj, cordoned: frozenset[str] = frozenset()) -> tuple[Any, ...]:
+    """Sort key: sorted(pods, key=condemn_key) lists the pods to delete first at the front. `cordoned`: uids
+    of pods that count as cordoned without the annotation (their Kubernetes node is cordoned)."""
     meta = pod.get("metadata") or {}
-    ready = _ready_since(pod)
+    ready = ready_since(pod)
     deadline = _time((meta.get("annotations") or {}).get(wellknown.ANNOTATION_POD_DEADLINE))
     return (
         bool((pod.get("spec") or {}).get("nodeName")),
@@ -63,16 +64,16 @@ def condemn_key(pod: Obj) -> tuple[Any, ...]:
         ready is not None,
         deletion_cost(pod),
         deadline,
-        not is_cordoned(pod),
+        not (is_cordoned(pod) or meta.get("uid") in cordoned),
         -ordinal(pod),
         -(ready or _EPOCH).timestamp(),
         -_time(meta.get("creationTimestamp")).timestamp(),
     )
 
 
-def condemned(pods: list[Obj], keep: int) -> list[Obj]:
+def condemned(pods: list[Obj], keep: int, cordoned: frozenset[str] = frozenset()) -> list[Obj]:
     """The pods beyond the `keep` that should stay, in the order they go."""
     if keep >= len(pods):
         return []
-    ordered = sorted(pods, key=condemn_key)
+    ordered = sorted(pods, key=lambda p: condemn_key(p, cordoned))
     return ordered[: len(pods) - max(keep, 0)]

@@ -33,3 +33,19 @@ def test_conditions_one_base_true_and_drain_carries_the_reason() -> None:
 def test_counts() -> None:
     got = s.counts([{"IDLE"}, {"MIXED", "DRAIN"}, {"ALLOCATED"}, {"DOWN", "DRAIN"}, {"IDLE", "DRAIN", "UNDRAIN"}])
     assert got == {"slurmIdle": 2, "slurmAllocated": 2, "slurmDown": 1, "slurmDrain": 2}
+
+
+def test_jobs_by_node_expands_hostlists_and_takes_the_latest_deadline() -> None:
+    from slinky.clients.slurm.models import JobInfo
+    from slinky.operator.slurm_state import jobs_by_node
+
+    jobs = [
+        JobInfo(job_id=1, job_state=["RUNNING"], nodes="cpu-[0-1]", start_time=1_000, time_limit=10),
+        JobInfo(job_id=2, job_state=["RUNNING"], nodes="cpu-1", start_time=2_000, time_limit=60),
+        JobInfo(job_id=3, job_state=["COMPLETED"], nodes="cpu-0", start_time=5_000, time_limit=60),
+        JobInfo(job_id=4, job_state=["PENDING"], nodes=""),
+    ]
+    by_node = jobs_by_node(jobs)
+    assert sorted(by_node) == ["cpu-0", "cpu-1"]
+    assert by_node["cpu-0"].ids == [1] and by_node["cpu-0"].deadline == 1_600.0
+    assert by_node["cpu-1"].ids == [1, 2] and by_node["cpu-1"].deadline_text() == "1970-01-01T01:33:20Z"

@@ -1,0 +1,56 @@
+"""Which NodeSet pods a template change replaces now (upstream's `syncUpdate`, `docs/usage/nodeset-operations.md`).
+
+A template change makes a new revision (`pods.revision_hash`, the `controller-revision-hash` label). With
+`RollingUpdate` (the default) old-revision pods are condemned through the same drain-first scale-in
+workflow, so an update waits for the jobs on each node:
+
+* old pods that are not Ready go first, outside the budget (replacing them loses nothing);
+* old pods already being replaced (a scale-in workflow holds them) stay condemned, so a restart or a new
+  reconcile never flips them back;
+* then healthy old pods in the scale-in order (idle nodes and earlier deadlines first), while the pods
+  unavailable (not Ready, being replaced, or missing) stay within `maxUnavailable` (25 % of the desired
+  pods, rounded up, at least 1).
+
+`OnDelete` replaces only the pods someone deletes. `ScheduledUpdate` (a Slurm MAINT reservation) is not
+built yet and behaves as `OnDelete` (docs/operator.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slinky import wellknown
+from slinky.operator import victims
+from slinky.operator.api.nodeset import NodeSet
+from slinky.operator.validation import max_unavailable
+
+Obj = dict[str, Any]
+
+
+def revision_of(pod: Obj) -> str:
+    return str(((pod.get("metadata") or {}).get("labels") or {}).get(wellknown.LABEL_CONTROLLER_REVISION_HASH, ""))
+
+
+def in_flight(pod: Obj) -> bool:
+    """A scale-in workflow holds the pod (its cordon activity wrote the workflow ID on it)."""
+    return bool(((pod.get("metadata") or {}).get("annotations") or {}).get(wellknown.ANNOTATION_SCALE_IN_WORKFLOW))
+
+
+def is_ready(pod: Obj) -> bool:
+    return victims.ready_since(pod) is not None
+
+
+def update_victims(nodeset: NodeSet, pods: list[Obj], revision: str, desired: int) -> list[Obj]:
+    """The old-revision pods among `pods` (the ones that stay after scale-in) to replace now, in order."""
+    strategy = nodeset.spec.update_strategy
+    if strategy.type != "RollingUpdate":
+        return []
+    old = [p for p in pods if revision_of(p) != revision]
+    if not old:
+        return []
+    budget = max_unavailable(strategy.rolling_update.max_unavailable, desired)
+    unhealthy = [p for p in old if not is_ready(p)]
+    held = [p for p in old if is_ready(p) and in_flight(p)]
+    unavailable = sum(1 for p in pods if not is_ready(p) or in_flight(p)) + max(desired - len(pods), 0)
+    healthy = sorted((p for p in old if is_ready(p) and not in_flight(p)), key=victims.condemn_key)
+    return [*unhealthy, *held, *healthy[: max(budget - unavailable, 0)]]
