@@ -1,5 +1,5 @@
 """The operator process: NodeSet reconciler + one Slurm node poll per Controller + the Temporal worker of
-the NodeSet scale-in workflows, in one loop (`python -m workers.operator`; docs/operator.md).
+the NodeSet scale-in workflows + the Token reconciler, in one loop (`python -m workers.operator`; docs/operator.md).
 
 With `SLINKY_LEADER_ELECTION__ENABLED=true` only the replica holding Lease `slinky-operator` runs; the
 scale-ins live in Temporal, so a new leader finds them where the old one left them.
@@ -28,6 +28,7 @@ from workers.bridge import connect_temporal
 from workers.leading import run_as_leader
 from workers.nodeset_controller import NodeSetController
 from workers.slurm_clients import SlurmClients
+from workers.token_controller import TokenController
 from workflows.nodeset import SA_NAMESPACE, SA_NODESET, SA_PHASE, SA_SLURM_NODE, NodeSetScaleInWorkflow
 
 logger = logging.getLogger("workers.operator")
@@ -81,15 +82,20 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
         workflow_runner=SandboxedWorkflowRunner() if settings.worker.sandbox else UnsandboxedWorkflowRunner(),
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
-    task = asyncio.create_task(controller.run(), name="nodeset-controller")
+    tasks = [
+        asyncio.create_task(controller.run(), name="nodeset-controller"),
+        asyncio.create_task(TokenController(kube, events).run(), name="token-controller"),
+    ]
     try:
         async with events, worker:
             logger.info("operator running on task queue %s", ops.task_queue)
             await stop.wait()
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
         await slurm.aclose()
         await kube.aclose()
 
