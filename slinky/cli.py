@@ -10,13 +10,18 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-AREAS = ("slinky.dev.cli", "slinky.clients.slurm.cli", "slinky.bridge.workloads_cli")
+AREAS = (
+    "slinky.dev.cli",
+    "slinky.clients.slurm.cli",
+    "slinky.bridge.workloads_cli",
+    "slinky.operator.nodesets_cli",
+)
 """Modules with an ``add_parser(subparsers)`` function, in help order."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slinky", description=__doc__)
-    sub = parser.add_subparsers(dest="area", required=True, metavar="{dev,slurm,workloads}")
+    sub = parser.add_subparsers(dest="area", required=True, metavar="{dev,slurm,workloads,nodesets}")
     for area in AREAS:
         try:
             module = importlib.import_module(area)
