@@ -183,12 +183,14 @@ def test_bad_input_is_a_condition_and_an_event_and_a_good_token_still_works(kube
     apply_token(kube, ns, "nofield", jwtKeyRef={"name": "slurm-jwt", "key": "other.key"})
     apply_token(kube, ns, "badlife", lifetime="soon")
     apply_token(kube, ns, "taken")
+    apply_token(kube, ns, "caps", username="Alice")  # caps-jwt-Alice is not a valid Secret name
     apply_token(kube, ns, "good")
     expected = {
         "nokey": tokens.JWT_KEY_SECRET_NOT_FOUND,
         "nofield": tokens.JWT_KEY_NOT_FOUND,
         "badlife": tokens.INVALID_LIFETIME,
         "taken": tokens.SECRET_CONFLICT,
+        "caps": tokens.SECRET_REJECTED,
     }
     for name, reason in expected.items():
         cond = wait_for(lambda n=name: (c := ready(kube, ns, n)).get("status") == "False" and c, what=f"{name} False")
