@@ -92,20 +92,20 @@ def add_parser(sub: Any) -> None:
     scope.add_argument("-n", "--namespace", default=None, help="Kubernetes namespace (default: default)")
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="NodeSets of every namespace")
     _output_flag(lst)
-    lst.set_defaults(handler=_handler(list_command))
+    lst.set_defaults(handler=_handler(list_command), command=list_command)
 
     show = cmds.add_parser("show", help="one NodeSet: spec, counts, conditions, pods, running scale-ins")
     show.add_argument("name", help="the NodeSet's name")
     show.add_argument("-n", "--namespace", default=None, help="Kubernetes namespace (default: default)")
     _output_flag(show)
-    show.set_defaults(handler=_handler(show_command))
+    show.set_defaults(handler=_handler(show_command), command=show_command)
 
     scale_ins = cmds.add_parser("scale-ins", help="running scale-ins, what each waits for (--all: closed ones too)")
     scale_ins.add_argument("nodeset", nargs="?", default=None, help="only this NodeSet's")
     scale_ins.add_argument("-n", "--namespace", default=None, help="only this namespace's (default: every one)")
     scale_ins.add_argument("--all", action="store_true", help="closed scale-ins too, with their outcome")
     _output_flag(scale_ins)
-    scale_ins.set_defaults(handler=_handler(scale_ins_command))
+    scale_ins.set_defaults(handler=_handler(scale_ins_command), command=scale_ins_command)
 
 
 def _output_flag(parser: argparse.ArgumentParser) -> None:
@@ -386,6 +386,7 @@ def pod_row(pod: Obj, now: datetime) -> Row:
         "node": spec.get("nodeName", ""),
         "cordon": annotations.get(wellknown.ANNOTATION_POD_CORDON) == "true",
         "deadline": annotations.get(wellknown.ANNOTATION_POD_DEADLINE, ""),
+        "scaleInWorkflow": annotations.get(wellknown.ANNOTATION_SCALE_IN_WORKFLOW, ""),
         "age": _age(meta.get("creationTimestamp"), now),
     }
 
@@ -527,11 +528,17 @@ def render_list(rows: Sequence[Row], namespace: str | None) -> str:
     return _table(headers, table)
 
 
-def render_scale_ins(rows: Sequence[Row], commands: Mapping[str, Mapping[str, str]], indent: str = "") -> str:
-    """The scale-in table, then the `temporal` commands that act on the running ones."""
+def render_scale_ins(
+    rows: Sequence[Row], commands: Mapping[str, Mapping[str, str]], indent: str = "", *, context: bool = True
+) -> str:
+    """The scale-in table, then the `temporal` commands that act on the running ones.
+
+    `context=False` leaves out NAMESPACE and NODESET (`show` prints them above the table).
+    """
     if not rows:
         return f"{indent}No scale-ins."
     headers = ["NAMESPACE", "NODESET", "POD", "SLURM NODE", "PHASE", "WAITING FOR", "JOBS", "DEADLINE", "OUTCOME"]
+    headers += ["AGE", "WORKFLOW ID"]
     table = [
         [
             r["namespace"],
@@ -548,7 +555,9 @@ def render_scale_ins(rows: Sequence[Row], commands: Mapping[str, Mapping[str, st
         ]
         for r in rows
     ]
-    out = [_table([*headers, "AGE", "WORKFLOW ID"], table, indent)]
+    if not context:
+        headers, table = headers[2:], [t[2:] for t in table]
+    out = [_table(headers, table, indent)]
     running = [r["workflowId"] for r in rows if r["status"] == WorkflowExecutionStatus.RUNNING.name]
     if running:
         one = commands[running[0]] if len(running) == 1 else _placeholder(commands[running[0]], running[0])
@@ -612,7 +621,7 @@ def render_show(detail: Row, commands: Mapping[str, Mapping[str, str]]) -> str:
     if d["scaleIns"] is None:
         lines.append("  unknown (Temporal could not be asked)")
     else:
-        lines.append(render_scale_ins(d["scaleIns"], commands, "  "))
+        lines.append(render_scale_ins(d["scaleIns"], commands, "  ", context=False))
     return "\n".join(lines)
 
 
