@@ -83,8 +83,15 @@ def operator(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture
-def cluster(kube: Kube, ns: str, dev_env: dict[str, str], operator: Any) -> str:
-    """`ns` with Secret `slurm-jwt` and Controller `slurm` (external: the stack's slurmctld)."""
+def cluster(controller_ns: str, operator: Any) -> str:
+    """`controller_ns` with the module's operator process running."""
+    return controller_ns
+
+
+@pytest.fixture
+def controller_ns(kube: Kube, ns: str) -> Iterator[str]:
+    """`ns` with Secret `slurm-jwt` and Controller `slurm` (external: the stack's slurmctld). Afterwards its
+    NodeSets are deleted first, so the garbage collector takes their pods and no operator makes them again."""
     from slinky.dev import stack
 
     key = (stack.STATE / "slurm" / "root" / "etc" / "slurm" / "jwt_hs256.key").read_bytes()
@@ -111,4 +118,9 @@ def cluster(kube: Kube, ns: str, dev_env: dict[str, str], operator: Any) -> str:
             },
         },
     )
-    return ns
+    yield ns
+    for item in objects(kube).list_namespaced_custom_object(GROUP, VERSION, ns, "nodesets")["items"]:
+        with contextlib.suppress(ApiException):
+            objects(kube).delete_namespaced_custom_object(
+                GROUP, VERSION, ns, "nodesets", item["metadata"]["name"], propagation_policy="Foreground"
+            )

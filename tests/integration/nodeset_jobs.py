@@ -1,0 +1,84 @@
+"""Real Slurm batch jobs on NodeSet pods, for the operator's integration tests: a job held until the test
+releases it (a file in the Slurm root's /tmp, which every slurmd pod shares), and readers of Slurm nodes."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from slinky.dev import stack
+from tests.integration.cluster import REST, Kube, Slurm
+from tests.integration.waiting import eventually
+
+TIME_LIMIT_MINUTES = 10
+
+
+def release_file(tag: str) -> Path:
+    return stack.STATE / "slurm" / "root" / "tmp" / f"release-{tag}"
+
+
+class HeldJob:
+    """A batch job on one node that runs until `release()`, then exits 0."""
+
+    def __init__(self, slurm: Slurm, node: str) -> None:
+        self.slurm = slurm
+        self.tag = uuid.uuid4().hex[:10]
+        desc = {
+            "name": f"held-{self.tag}",
+            "partition": stack.NODESET_PARTITION,
+            "required_nodes": [node],
+            "time_limit": {"set": True, "number": TIME_LIMIT_MINUTES},
+            "current_working_directory": "/tmp",
+            "environment": ["PATH=/usr/bin:/bin"],
+            "standard_output": "/dev/null",
+        }
+        script = f"#!/bin/sh\nwhile [ ! -e /tmp/release-{self.tag} ]; do sleep 0.2; done\n"
+        answer = slurm.http.post(f"{REST}/job/submit", headers=slurm._headers(), json={"job": desc, "script": script})
+        self.job_id = int(answer.raise_for_status().json()["job_id"])
+
+    def info(self) -> dict[str, Any]:
+        return self.slurm.job(self.job_id) or {}
+
+    def state(self) -> str:
+        states = self.info().get("job_state") or [""]
+        return str(states[0])
+
+    def running(self, timeout: float = 30) -> dict[str, Any]:
+        return eventually(lambda: self.state() == "RUNNING" and self.info(), timeout=timeout, what=f"job {self.job_id}")
+
+    def release(self) -> None:
+        release_file(self.tag).touch()
+
+    def finished(self, timeout: float = 30) -> dict[str, Any]:
+        return eventually(
+            lambda: (j := self.info()) and j["job_state"][0] not in ("RUNNING", "PENDING", "COMPLETING") and j,
+            timeout=timeout,
+            what=f"job {self.job_id} done",
+        )
+
+    def cleanup(self) -> None:
+        release_file(self.tag).unlink(missing_ok=True)
+        if self.state() in ("RUNNING", "PENDING"):
+            self.slurm.cancel(self.job_id)
+
+
+def slurm_node(slurm: Slurm, name: str) -> dict[str, Any] | None:
+    resp = slurm.http.get(f"{REST}/node/{name}", headers=slurm._headers())
+    if resp.status_code != 200:
+        return None
+    nodes = resp.json().get("nodes") or []
+    return dict(nodes[0]) if nodes else None
+
+
+def all_idle(slurm: Slurm, names: list[str]) -> bool:
+    return all("IDLE" in ((slurm_node(slurm, n) or {}).get("state") or []) for n in names)
+
+
+def live_pods(kube: Kube, ns: str) -> list[dict[str, Any]]:
+    return [p for p in kube.pods(ns) if not p["metadata"].get("deletionTimestamp")]
+
+
+def pod_names(kube: Kube, ns: str, *, terminating: bool = False) -> list[str]:
+    pods = kube.pods(ns) if terminating else live_pods(kube, ns)
+    return sorted(p["metadata"]["name"] for p in pods)

@@ -1,0 +1,263 @@
+"""NodeSets with real Slurm jobs on real slurmd pods: a scale-in or an update drains first and never kills a job.
+
+Each test makes a NodeSet with a name of its own (Slurm node names are cluster-wide), runs a real batch job
+through slurmrestd on one of its nodes, held until the test releases it, and checks from Slurm's own job
+record, from Kubernetes and from the scale-in workflow's history.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+
+from slinky import wellknown
+from slinky.operator.models import ScaleInResult, ScaleInStatus
+from tests.integration.cluster import Kube, Slurm, Temporal, condition
+from tests.integration.nodeset_jobs import HeldJob, all_idle, live_pods, pod_names, slurm_node
+from tests.integration.operator_fixtures import apply_nodeset, nodeset, objects, scale
+from tests.integration.waiting import eventually
+from workflows.nodeset import workflow_id
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def jobs(slurm: Slurm) -> Iterator[list[HeldJob]]:
+    held: list[HeldJob] = []
+    yield held
+    for job in held:
+        job.cleanup()
+
+
+def fresh_name() -> str:
+    return f"w{uuid.uuid4().hex[:5]}"
+
+
+def up(kube: Kube, slurm: Slurm, ns: str, name: str, replicas: int, **spec: Any) -> list[str]:
+    """A NodeSet of `replicas` real slurmd pods, all Ready and IDLE in Slurm."""
+    apply_nodeset(kube, ns, name, replicas=replicas, **spec)
+    names = [f"{name}-{i}" for i in range(replicas)]
+    eventually(lambda: nodeset(kube, ns, name).get("status", {}).get("readyReplicas") == replicas, 90, "Ready")
+    eventually(lambda: all_idle(slurm, names), 30, "Slurm nodes IDLE")
+    return names
+
+
+def scale_in_status(temporal: Temporal, wf: str) -> ScaleInStatus:
+    handle = temporal.client.get_workflow_handle(wf)
+    status: ScaleInStatus = temporal.loop.run_until_complete(handle.query("status", result_type=ScaleInStatus))
+    return status
+
+
+def scale_in_result(temporal: Temporal, wf: str) -> ScaleInResult:
+    handle = temporal.client.get_workflow_handle(wf, result_type=ScaleInResult)
+    result: ScaleInResult = temporal.loop.run_until_complete(handle.result())
+    return result
+
+
+def test_scale_in_takes_idle_nodes_first_and_waits_for_the_job_on_a_busy_one(
+    kube: Kube, slurm: Slurm, temporal: Temporal, cluster: str, jobs: list[HeldJob]
+) -> None:
+    ns, name = cluster, fresh_name()
+    names = up(kube, slurm, ns, name, 3)
+    busy = names[0]  # the lowest ordinal: by ordinal alone it would be the one kept
+    job = HeldJob(slurm, busy)
+    jobs.append(job)
+    started = job.running()
+    deadline = time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(started["start_time"]["number"] + 60 * started["time_limit"]["number"])
+    )
+
+    # The shared poll sees the job: pod-deadline and pod-protect on its pod, busy in its conditions.
+    def protected() -> dict[str, Any] | None:
+        pod = kube.pod(ns, busy) or {}
+        meta = pod.get("metadata", {})
+        ok = (
+            meta.get("annotations", {}).get(wellknown.ANNOTATION_POD_DEADLINE) == deadline
+            and meta.get("labels", {}).get(wellknown.LABEL_NODESET_POD_PROTECT) == "true"
+            and "True" in (condition(pod, f"SlurmNodeState{s}").get("status") for s in ("Allocated", "Mixed"))
+        )
+        return pod if ok else None
+
+    pod = eventually(protected, 15, "pod-deadline, pod-protect and the Mixed/Allocated condition")
+    pdb = objects(kube).get_namespaced_custom_object(
+        "policy", "v1beta1", ns, "poddisruptionbudgets", "slurm-workers-pdb"
+    )
+    assert pdb["spec"]["maxUnavailable"] == 0
+    assert pdb["spec"]["selector"]["matchLabels"][wellknown.LABEL_NODESET_POD_PROTECT] == "true"
+
+    # 3 -> 1: the two idle nodes go (earlier deadline first), the busy one stays and its job runs on.
+    scale(kube, ns, name, 1)
+    eventually(lambda: pod_names(kube, ns, terminating=True) == [busy], 60, "the idle pods gone")
+    assert all(slurm_node(slurm, n) is None for n in names[1:]), "no ghost nodes in Slurm"
+    assert job.state() == "RUNNING"
+
+    # 1 -> 0: the busy node drains and waits for its job.
+    scale(kube, ns, name, 0)
+    wf = workflow_id(ns, busy, pod["metadata"]["uid"])
+    reason = f"slurm-operator: Pod ({ns}/{busy}) is pending termination for scale-in"
+    eventually(lambda: (slurm_node(slurm, busy) or {}).get("reason") == reason, 20, "DRAIN with the operator's reason")
+    status = eventually(lambda: (s := scale_in_status(temporal, wf)).jobs and s, 10, "the query names the job")
+    assert status.phase == "draining" and status.jobs == [job.job_id] and str(job.job_id) in status.waiting_for
+    assert status.deadline == deadline
+    drain = eventually(
+        lambda: (c := condition(kube.pod(ns, busy), "SlurmNodeStateDrain")).get("status") == "True" and c, 10, "Drain"
+    )
+    assert drain["message"] == reason
+    time.sleep(3)
+    assert pod_names(kube, ns) == [busy], "the busy pod waits for its job"
+    assert job.state() == "RUNNING", "a scale-in never kills a job"
+
+    job.release()
+    seen_job_state = ""
+    deadline_s = time.monotonic() + 60
+    while kube.pod(ns, busy) is not None and not (kube.pod(ns, busy) or {}).get("metadata", {}).get(
+        "deletionTimestamp"
+    ):
+        seen_job_state = job.state()
+        assert time.monotonic() < deadline_s, "the pod was never deleted"
+        time.sleep(0.1)
+    done = job.info()
+    assert done["job_state"] == ["COMPLETED"] and done["exit_code"]["return_code"]["number"] == 0
+    assert seen_job_state in ("RUNNING", "COMPLETED", "COMPLETING", "")
+    eventually(lambda: kube.pod(ns, busy) is None, 30, "the pod gone")
+    assert slurm_node(slurm, busy) is None
+    result = scale_in_result(temporal, wf)
+    assert result.outcome == "deleted" and result.cancelled_jobs == []
+    assert temporal.status(wf) == WorkflowExecutionStatus.COMPLETED
+
+
+def test_a_rolling_update_replaces_idle_nodes_first_within_max_unavailable(
+    kube: Kube, slurm: Slurm, cluster: str, jobs: list[HeldJob]
+) -> None:
+    ns, name = cluster, fresh_name()
+    names = up(kube, slurm, ns, name, 4, updateStrategy={"rollingUpdate": {"maxUnavailable": 1}})
+    busy = names[1]
+    job = HeldJob(slurm, busy)
+    jobs.append(job)
+    job.running()
+    old = nodeset(kube, ns, name)["status"]["nodeSetHash"]
+    objects(kube).patch_namespaced_custom_object(
+        "slinky.slurm.net",
+        "v1beta1",
+        ns,
+        "nodesets",
+        name,
+        {"spec": {"template": {"metadata": {"annotations": {"example.com/rev": "2"}}}}},
+    )
+    new = eventually(lambda: (h := nodeset(kube, ns, name).get("status", {}).get("nodeSetHash")) != old and h, 10)
+
+    replaced: list[str] = []
+    floor = 4
+    deadline_s = time.monotonic() + 120
+    released_at = 0.0
+    while len(replaced) < 4:
+        assert time.monotonic() < deadline_s, f"update stuck; replaced {replaced}"
+        pods = live_pods(kube, ns)
+        serving = [
+            p
+            for p in pods
+            if condition(p, "Ready").get("status") == "True"
+            and not p["metadata"].get("annotations", {}).get(wellknown.ANNOTATION_POD_CORDON)
+        ]
+        floor = min(floor, len(serving))
+        for p in pods:
+            n = p["metadata"]["name"]
+            if p["metadata"]["labels"].get(wellknown.LABEL_CONTROLLER_REVISION_HASH) == new and n not in replaced:
+                if condition(p, "Ready").get("status") == "True":
+                    replaced.append(n)
+        if len(replaced) == 3 and not released_at:
+            assert busy not in replaced and job.state() == "RUNNING", "the busy node is updated last"
+            assert (
+                pod_names(kube, ns) == names
+                and (kube.pod(ns, busy) or {})["metadata"]["labels"][wellknown.LABEL_CONTROLLER_REVISION_HASH] == old
+            )
+            job.release()
+            released_at = time.monotonic()
+        time.sleep(0.1)
+    assert replaced[-1] == busy and sorted(replaced) == names
+    assert floor >= 3, f"more than maxUnavailable=1 pods out of service at once ({4 - floor})"
+    done = job.finished()
+    assert done["job_state"] == ["COMPLETED"], "an update never kills a job"
+
+
+def test_on_delete_replaces_only_deleted_pods(kube: Kube, slurm: Slurm, cluster: str) -> None:
+    ns, name = cluster, fresh_name()
+    names = up(kube, slurm, ns, name, 2, updateStrategy={"type": "OnDelete"})
+    old = nodeset(kube, ns, name)["status"]["nodeSetHash"]
+    objects(kube).patch_namespaced_custom_object(
+        "slinky.slurm.net",
+        "v1beta1",
+        ns,
+        "nodesets",
+        name,
+        {"spec": {"template": {"metadata": {"labels": {"r": "2"}}}}},
+    )
+    eventually(lambda: nodeset(kube, ns, name).get("status", {}).get("nodeSetHash") != old, 10, "new revision")
+    time.sleep(3)
+    revisions = {
+        p["metadata"]["name"]: p["metadata"]["labels"][wellknown.LABEL_CONTROLLER_REVISION_HASH]
+        for p in live_pods(kube, ns)
+    }
+    assert revisions == {n: old for n in names}, "OnDelete leaves running pods alone"
+    kube.core.delete_namespaced_pod(names[0], ns)
+    eventually(
+        lambda: (
+            (p := kube.pod(ns, names[0])) is not None
+            and not p["metadata"].get("deletionTimestamp")
+            and p["metadata"]["labels"][wellknown.LABEL_CONTROLLER_REVISION_HASH] != old
+        ),
+        30,
+        "the deleted pod made again at the new revision",
+    )
+    assert (kube.pod(ns, names[1]) or {})["metadata"]["labels"][wellknown.LABEL_CONTROLLER_REVISION_HASH] == old
+    assert nodeset(kube, ns, name)["status"].get("updatedReplicas") in (0, 1)
+
+
+def test_a_cordoned_kubernetes_node_drains_its_slurm_node_and_a_foreign_reason_stays(
+    kube: Kube, slurm: Slurm, cluster: str
+) -> None:
+    ns, name = cluster, fresh_name()
+    names = up(kube, slurm, ns, name, 2)
+    pods = {n: kube.pod(ns, n) or {} for n in names}
+    owned_node, foreign_node = (pods[n]["spec"]["nodeName"] for n in names)
+    admin = "admin: bad dimm, ticket 42"
+    slurm.http.post(
+        f"/slurm/v0.0.44/node/{names[1]}",
+        headers=slurm._headers(),
+        json={"state": ["DRAIN"], "reason": admin},
+    ).raise_for_status()
+    try:
+        kube.core.patch_node(
+            owned_node,
+            {
+                "metadata": {"annotations": {wellknown.ANNOTATION_NODE_CORDON_REASON: "kernel upgrade"}},
+                "spec": {"unschedulable": True},
+            },
+        )
+        kube.core.patch_node(foreign_node, {"spec": {"unschedulable": True}})
+        eventually(
+            lambda: (slurm_node(slurm, names[0]) or {}).get("reason") == "slurm-operator: kernel upgrade",
+            15,
+            "the cordon drains Slurm with the node's reason",
+        )
+        assert "DRAIN" in (slurm_node(slurm, names[0]) or {})["state"]
+        time.sleep(2)
+        assert (slurm_node(slurm, names[1]) or {}).get("reason") == admin, "a foreign reason is never replaced"
+    finally:
+        for node in (owned_node, foreign_node):
+            kube.core.patch_node(
+                node,
+                {
+                    "metadata": {"annotations": {wellknown.ANNOTATION_NODE_CORDON_REASON: None}},
+                    "spec": {"unschedulable": None},
+                },
+            )
+    eventually(lambda: "DRAIN" not in (slurm_node(slurm, names[0]) or {}).get("state", ["DRAIN"]), 15, "undrained")
+    time.sleep(2)
+    node = slurm_node(slurm, names[1]) or {}
+    assert "DRAIN" in node["state"] and node["reason"] == admin, "uncordon never undrains an admin's drain"
