@@ -81,6 +81,12 @@ def is_ready(pod: Obj) -> bool:
     )
 
 
+def scale_in_key(pod: Obj) -> tuple[str, str, str]:
+    """(namespace, Controller, Slurm node name) of a NodeSet pod: the node poll that may signal its scale-in."""
+    meta = pod["metadata"]
+    return (meta["namespace"], (meta.get("labels") or {}).get(wellknown.LABEL_CLUSTER, ""), hostname_of(pod))
+
+
 def _cordon_view(node: Obj) -> tuple[Any, Any]:
     return (
         (node.get("spec") or {}).get("unschedulable"),
@@ -134,9 +140,10 @@ class NodeSetController:
         self.kube_nodes: dict[str, Obj] = {}
         self.polls: dict[Key, ControllerPoll] = {}
         self._poll_tasks: dict[Key, asyncio.Task[None]] = {}
-        self.scale_ins: dict[str, str] = {}
-        """Slurm node name -> the workflow ID draining it (signalled by the node poll); rebuilt from the pods'
-        `scale-in-workflow` annotations, so a restarted operator signals the scale-ins it did not start."""
+        self.scale_ins: dict[tuple[str, str, str], str] = {}
+        """(namespace, Controller, Slurm node name) -> the workflow ID draining it, signalled by that Controller's
+        node poll only (two Controllers may both have a node `cpu-0`); rebuilt from the pods' `scale-in-workflow`
+        annotations, so a restarted operator signals the scale-ins it did not start."""
         self._pdbs: set[Key] = set()
         self.reconciles = 0
         self.synced = asyncio.Event()
@@ -189,8 +196,8 @@ class NodeSetController:
                 self.pods.pop(key, None)
                 meta = obj["metadata"]
                 wf = workflow_id(meta["namespace"], meta["name"], meta["uid"])
-                if self.scale_ins.get(hostname_of(obj)) == wf:
-                    del self.scale_ins[hostname_of(obj)]
+                if self.scale_ins.get(scale_in_key(obj)) == wf:
+                    del self.scale_ins[scale_in_key(obj)]
                 await self._signal(wf, "pod_gone")
             else:
                 self.pods[key] = obj
@@ -201,7 +208,7 @@ class NodeSetController:
     def _track_scale_in(self, pod: Obj) -> None:
         wf = (pod["metadata"].get("annotations") or {}).get(wellknown.ANNOTATION_SCALE_IN_WORKFLOW)
         if wf:
-            self.scale_ins[hostname_of(pod)] = wf
+            self.scale_ins[scale_in_key(pod)] = wf
 
     async def _watch_nodes(self) -> None:
         """Kubernetes nodes, for cordon propagation: a (un)cordoned node requeues the NodeSets with pods on it."""
@@ -281,10 +288,10 @@ class NodeSetController:
         self, controller: ControllerKey, changed: list[str], vanished: list[str], fresh: dict[str, SlurmNodeView]
     ) -> None:
         for name in changed:
-            if wf := self.scale_ins.get(name):
+            if wf := self.scale_ins.get((controller.namespace, controller.name, name)):
                 await self._signal(wf, "node_state", fresh[name])
         for name in vanished:
-            if wf := self.scale_ins.get(name):
+            if wf := self.scale_ins.get((controller.namespace, controller.name, name)):
                 await self._signal(wf, "node_state", SlurmNodeView(name=name, exists=False))
         if changed or vanished:
             touched = set(changed) | set(vanished)
@@ -317,8 +324,8 @@ class NodeSetController:
     async def reconcile(self, key: Key) -> None:
         self.reconciles += 1
         raw = self.nodesets.get(key)
-        if raw is None:
-            return
+        if raw is None or raw["metadata"].get("deletionTimestamp"):
+            return  # being deleted: the garbage collector takes its pods; making new ones would fight it
         nodeset = NodeSet.model_validate(raw)
         problems = nodeset_problems(nodeset)
         if problems:
@@ -461,7 +468,7 @@ class NodeSetController:
         ref = PodRef(namespace=meta["namespace"], name=meta["name"], uid=meta["uid"])
         node = hostname_of(pod)
         wf = workflow_id(ref.namespace, ref.name, ref.uid)
-        self.scale_ins[node] = wf
+        self.scale_ins[scale_in_key(pod)] = wf
         inp = ScaleInInput(
             pod=ref,
             nodeset=str(nodeset.metadata.get("name")),
@@ -489,7 +496,7 @@ class NodeSetController:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise
         logger.info("scale-in %s of %s/%s is not running: uncordoning the pod", wf, meta["namespace"], meta["name"])
-        self.scale_ins.pop(hostname_of(pod), None)
+        self.scale_ins.pop(scale_in_key(pod), None)
         with contextlib.suppress(KubeNotFound, KubeConflict):
             await self.kube.patch(
                 f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
@@ -541,6 +548,8 @@ class NodeSetController:
                 self._pod_event(pod, "Uncordoned", f"Slurm node {view.name} resumed ({action.why})")
         except SlurmNotFound:
             return
+        except SlurmError as err:  # e.g. 2180 "Invalid node state transition" while slurmd re-registers
+            logger.warning("cordon step on Slurm node %s: %s (again at the next change)", view.name, err)
 
     async def _repair_drift(self, pod: Obj, poll: ControllerPoll) -> bool:
         """A Running, Ready pod whose Slurm node has been missing for the grace period is deleted (and so made

@@ -17,7 +17,7 @@ Workflow ID: `nodeset-scalein/<namespace>/<pod>/<pod uid>`, so each pod is drain
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -39,6 +39,7 @@ from slinky.operator.models import (
 from workflows import retry
 
 T = TypeVar("T")
+WaitOutcome = Literal["drained", "stopped", "gone"]
 
 SA_NAMESPACE = SearchAttributeKey.for_keyword("SlinkyNamespace")
 SA_NODESET = SearchAttributeKey.for_keyword("SlinkyNodeSet")
@@ -153,9 +154,15 @@ class NodeSetScaleInWorkflow:
             inp.pod.namespace, inp.pod.name
         )
         drain = DrainInput(controller=inp.controller, node=inp.node, reason=reason)
-        await self._look("nodeset_drain_node", drain)
+        await self._probe("nodeset_drain_node", drain)
         await self._event(inp.pod, "Draining", f"Slurm node {inp.node} drains before the pod is deleted ({inp.cause})")
-        if not await self._wait_drained(inp, drain):
+        waited = await self._wait_drained(inp, drain)
+        if waited == "gone":
+            # Deleted under us (a person, the NodeSet or the namespace): its preStop took the node out of Slurm.
+            self._set_phase("forgetting")
+            await self._forget(inp)
+            return await self._finish("gone", inp)
+        if waited == "stopped":
             await self._do("nodeset_undrain_node", drain, retry.SLURM)
             await self._do("nodeset_uncordon_pod", inp.pod)
             outcome: ScaleInOutcome = "aborted" if self._abort else "kept"
@@ -169,16 +176,29 @@ class NodeSetScaleInWorkflow:
             if not self._pod_gone:
                 self._pod_gone = await self._call("nodeset_pod_gone", inp.pod, bool)
         self._set_phase("forgetting")
-        await self._do("nodeset_forget_node", NodeRef(controller=inp.controller, node=inp.node), retry.SLURM)
+        await self._forget(inp)
         return await self._finish("deleted", inp)
 
-    async def _wait_drained(self, inp: ScaleInInput, drain: DrainInput) -> bool:
-        """True once the node is drained (or confirmed gone); False when asked to keep or abort."""
+    async def _forget(self, inp: ScaleInInput) -> None:
+        """Make sure the Slurm node left Slurm (the preStop normally did); bounded, then a Warning."""
+        try:
+            await self._do(
+                "nodeset_forget_node", NodeRef(controller=inp.controller, node=inp.node), retry.SLURM_CLEANUP
+            )
+        except CALL_FAILED:
+            message = f"could not make sure Slurm node {inp.node} left Slurm; check `sinfo -n {inp.node}`"
+            await self._event(inp.pod, "ForgetFailed", message, "Warning")
+
+    async def _wait_drained(self, inp: ScaleInInput, drain: DrainInput) -> WaitOutcome:
+        """ "drained" once the node is drained (or confirmed gone); "stopped" when asked to keep or abort;
+        "gone" when the pod was deleted by someone else meanwhile."""
         ref = NodeRef(controller=inp.controller, node=inp.node)
         fallback = timedelta(seconds=inp.fallback_check_seconds)
         while True:
+            if self._pod_gone:
+                return "gone"
             if self._keep or self._abort:
-                return False
+                return "stopped"
             self._fresh = False  # a signal from here on (during a call below, too) wakes the wait
             if self._force_pending():
                 self._cancelled = await self._call("nodeset_cancel_node_jobs", ref, list[int], retry.SLURM)
@@ -186,25 +206,34 @@ class NodeSetScaleInWorkflow:
                 await self._event(inp.pod, "ForcedScaleIn", f"cancelled jobs {self._cancelled} on {inp.node}")
             view = self._view
             if view is not None and not view.exists:
-                view = await self._look("nodeset_read_node", ref)
-                if not view.exists and not view.jobs:
-                    return True
+                confirmed = await self._probe("nodeset_read_node", ref)
+                if confirmed is not None and not confirmed.exists and not confirmed.jobs:
+                    return "drained"
+                view = confirmed
             if view is not None and view.exists:
                 if slurm_state.is_drained(view.states):
-                    return True
+                    return "drained"
                 if not slurm_state.is_draining_or_drained(view.states):
                     # Undrained under us (a slurmd that re-registered, a person's RESUME): drain again.
-                    if slurm_state.is_draining_or_drained((await self._look("nodeset_drain_node", drain)).states):
+                    again = await self._probe("nodeset_drain_node", drain)
+                    if again is not None and slurm_state.is_draining_or_drained(again.states):
                         continue  # look again at once; a drain that did not take waits for the next news
-            woke = await self._wait(lambda: self._fresh or self._keep or self._abort or self._force_pending(), fallback)
+            woke = await self._wait(
+                lambda: self._fresh or self._keep or self._abort or self._pod_gone or self._force_pending(), fallback
+            )
             if not woke:
-                await self._look("nodeset_read_node", ref)
+                await self._probe("nodeset_read_node", ref)
 
-    async def _look(self, name: str, arg: Any) -> SlurmNodeView:
-        """Run an activity that answers with the node's view and keep that view, unless the shared poll
-        signalled a view while it ran (that one is newer, and the loop looks at it next)."""
+    async def _probe(self, name: str, arg: Any) -> SlurmNodeView | None:
+        """Run an activity that answers with the node's view (a few tries; None when Slurm or the Controller
+        does not answer: the wait loop tries again at its next wake-up). The answer is kept unless the shared
+        poll signalled a view while it ran: that one is newer, and the loop looks at it next."""
         signalled = self._signalled
-        view = await self._call(name, arg, SlurmNodeView, retry.SLURM)
+        try:
+            view = await self._call(name, arg, SlurmNodeView, retry.SLURM_PROBE)
+        except CALL_FAILED as err:
+            workflow.logger.warning("%s failed, trying again at the next wake-up: %s", name, err)
+            return None
         if self._signalled == signalled or self._view is None:
             self._view = view
         return view
@@ -239,11 +268,15 @@ class NodeSetScaleInWorkflow:
     async def _do(self, name: str, arg: Any, policy: Any = retry.KUBE) -> None:
         await workflow.execute_activity(name, arg, start_to_close_timeout=retry.CALL_TIMEOUT, retry_policy=policy)
 
-    async def _event(self, pod: PodRef, reason: str, message: str) -> None:
+    async def _event(
+        self, pod: PodRef, reason: str, message: str, type_: Literal["Normal", "Warning"] = "Normal"
+    ) -> None:
         """An Event on the pod: best effort, never the end of a scale-in."""
         try:
             await self._do(
-                "nodeset_record_event", NodeSetEventInput(pod=pod, reason=reason, message=message), retry.BEST_EFFORT
+                "nodeset_record_event",
+                NodeSetEventInput(pod=pod, reason=reason, message=message, type=type_),
+                retry.BEST_EFFORT,
             )
         except CALL_FAILED:
             workflow.logger.warning("event %s on %s/%s not recorded", reason, pod.namespace, pod.name)

@@ -24,6 +24,25 @@ SLURM = RetryPolicy(
 )
 """Slurm verbs: submit looks for an earlier job before it retries, so it too may retry forever."""
 
+SLURM_PROBE = RetryPolicy(
+    initial_interval=timedelta(milliseconds=250),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=4,
+    non_retryable_error_types=NON_RETRYABLE,
+)
+"""A Slurm read or drain inside a wait loop: a failure is "no news", and the loop tries again at its next
+wake-up, so the workflow stays responsive to its signals (pod gone, keep, abort) while Slurm is away."""
+
+SLURM_CLEANUP = RetryPolicy(
+    initial_interval=timedelta(milliseconds=250),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=12,
+    non_retryable_error_types=NON_RETRYABLE,
+)
+"""A last cleanup whose failure must not hold the workflow forever (about 4 minutes of tries)."""
+
 BEST_EFFORT = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200))
 """Events and conditions: worth a few tries, never worth blocking a lifecycle."""
 

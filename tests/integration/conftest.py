@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.integration.cluster import Kube, Slurm, Temporal, is_live
-from tests.integration.operator_fixtures import GROUP, VERSION, objects
+from tests.integration.operator_fixtures import GROUP, VERSION, objects, start_operator, stop_operator
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,16 +68,9 @@ def ns(kube: Kube, slurm: Slurm) -> Iterator[str]:
 # ------------------------------------------------------------------------------------------ the operator
 @pytest.fixture(scope="module")
 def operator(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[bytes]]:
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
-    env = {**os.environ, **dev_env, "PATH": os.environ["PATH"], "SLINKY_OPERATOR__SCALE_IN_FALLBACK_SECONDS": "10"}
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "workers.operator"], cwd=REPO, env=env, stdout=out, stderr=out)
+    proc = start_operator(dev_env, tmp_path_factory.mktemp("operator") / "operator.log")
     yield proc
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_operator(proc)
 
 
 @pytest.fixture

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -10,6 +14,7 @@ from kubernetes import client
 from tests.integration.cluster import Kube
 
 GROUP, VERSION = "slinky.slurm.net", "v1beta1"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def objects(kube: Kube) -> client.CustomObjectsApi:
@@ -50,3 +55,19 @@ def wait_for(predicate: Any, timeout: float = 20.0, what: str = "") -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
         time.sleep(0.1)
+
+
+def start_operator(dev_env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`python -m workers.operator` against the dev stack, its output appended to `log`."""
+    env = {**os.environ, **dev_env, "PATH": os.environ["PATH"], "SLINKY_OPERATOR__SCALE_IN_FALLBACK_SECONDS": "10"}
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "workers.operator"], cwd=REPO, env=env, stdout=out, stderr=out)
+
+
+def stop_operator(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -44,6 +45,8 @@ class FakeNodeSet:
     finalizer: bool = False
     calls: list[str] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
+    read_failures: int = 0
+    """The next reads that fail (Slurm or the Controller away)."""
     drain_gate: asyncio.Event | None = None
     """When set, the drain's answer waits for it (its view read before the wait)."""
 
@@ -82,6 +85,9 @@ class FakeNodeSet:
         @activity.defn(name="nodeset_read_node")
         async def read(ref: NodeRef) -> SlurmNodeView:
             self.calls.append("read")
+            if self.read_failures > 0:
+                self.read_failures -= 1
+                raise ApplicationError("Controller hpc/slurm does not exist", non_retryable=True)
             return self.view()
 
         @activity.defn(name="nodeset_cancel_node_jobs")
@@ -310,3 +316,28 @@ async def test_a_pod_condemned_again_after_a_kept_scale_in_gets_a_new_run(env: W
             assert (await again.result()).outcome == "deleted"
         finally:
             await terminate_running([env.client.get_workflow_handle(wf)])
+
+
+async def test_a_pod_deleted_by_someone_else_while_draining_ends_the_scale_in(started: Any) -> None:
+    fake, start = started
+    fake.states, fake.jobs = ["ALLOCATED"], [6]
+    handle = await start()
+    await draining(handle)
+    fake.pod_exists = False
+    await handle.signal(NodeSetScaleInWorkflow.pod_gone)
+    assert (await handle.result()).outcome == "gone"
+    assert "delete" not in fake.calls and fake.calls[-1] == "forget"
+
+
+async def test_a_failing_read_is_no_news_and_the_wait_goes_on(started: Any, env: WorkflowEnvironment) -> None:
+    """A Controller or slurmrestd that does not answer never fails the scale-in nor keeps it deaf to signals."""
+    fake, start = started
+    fake.states, fake.jobs, fake.read_failures = ["MIXED"], [5], 1
+    handle = await start(fallback_check_seconds=30)
+    await draining(handle)
+    await env.sleep(31)  # the fallback read fails: no news
+    await eventually(lambda: "read" in fake.calls, what="the failed read")
+    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    fake.states, fake.jobs = ["IDLE", "DRAIN"], []
+    await handle.signal(NodeSetScaleInWorkflow.node_state, fake.view())
+    assert (await handle.result()).outcome == "deleted"

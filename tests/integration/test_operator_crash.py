@@ -1,0 +1,192 @@
+"""`kill -9` of the operator during a scale-in and during a rolling update, with a real job on a real slurmd pod.
+
+After a restart each finishes: no job is killed, each condemned pod has exactly one scale-in run, and no
+Slurm node is left drained with the operator's reason and no workflow. The restarted operator finds the
+running scale-ins on the pods themselves (the `scale-in-workflow` annotation) and signals them from its
+new node poll.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+
+from slinky import wellknown
+from slinky.operator.models import ScaleInResult
+from tests.integration.cluster import Kube, Slurm, Temporal, condition
+from tests.integration.nodeset_jobs import HeldJob, all_idle, live_pods, pod_names, slurm_node
+from tests.integration.operator_fixtures import apply_nodeset, nodeset, objects, scale, start_operator, stop_operator
+from tests.integration.waiting import eventually
+from workflows.nodeset import workflow_id
+
+pytestmark = pytest.mark.integration
+
+
+class Operator:
+    """The operator as a process this test may kill -9 and start again."""
+
+    def __init__(self, dev_env: dict[str, str], log: Path) -> None:
+        self.dev_env, self.log = dev_env, log
+        self.proc: subprocess.Popen[bytes] = start_operator(dev_env, log)
+
+    def kill9(self) -> None:
+        self.proc.kill()  # SIGKILL: no graceful shutdown, no worker drain
+        self.proc.wait(10)
+
+    def restart(self) -> None:
+        self.proc = start_operator(self.dev_env, self.log)
+
+
+@pytest.fixture
+def operator_process(dev_env: dict[str, str], tmp_path: Path) -> Iterator[Operator]:
+    op = Operator(dev_env, tmp_path / "operator.log")
+    yield op
+    stop_operator(op.proc)
+
+
+@pytest.fixture
+def jobs(slurm: Slurm) -> Iterator[list[HeldJob]]:
+    held: list[HeldJob] = []
+    yield held
+    for job in held:
+        job.cleanup()
+
+
+def runs(temporal: Temporal, wf: str) -> list[Any]:
+    async def listed() -> list[Any]:
+        return [w async for w in temporal.client.list_workflows(f"WorkflowId = '{wf}'")]
+
+    return temporal.loop.run_until_complete(listed())
+
+
+def result(temporal: Temporal, wf: str) -> ScaleInResult:
+    handle = temporal.client.get_workflow_handle(wf, result_type=ScaleInResult)
+    out: ScaleInResult = temporal.loop.run_until_complete(handle.result())
+    return out
+
+
+def no_owned_drain(slurm: Slurm, names: list[str]) -> bool:
+    for name in names:
+        node = slurm_node(slurm, name)
+        if node and "DRAIN" in node["state"] and node.get("reason", "").startswith("slurm-operator: "):
+            return False
+    return True
+
+
+def test_kill_9_during_a_scale_in_then_restart_finishes_it_without_killing_the_job(
+    kube: Kube,
+    slurm: Slurm,
+    temporal: Temporal,
+    controller_ns: str,
+    operator_process: Operator,
+    jobs: list[HeldJob],
+) -> None:
+    ns, name = controller_ns, f"k{uuid.uuid4().hex[:5]}"
+    apply_nodeset(kube, ns, name, replicas=2)
+    names = [f"{name}-0", f"{name}-1"]
+    eventually(lambda: nodeset(kube, ns, name).get("status", {}).get("readyReplicas") == 2, 90, "Ready")
+    eventually(lambda: all_idle(slurm, names), 30, "IDLE")
+    busy = kube.pod(ns, names[0]) or {}
+    job = HeldJob(slurm, names[0])
+    jobs.append(job)
+    job.running()
+    eventually(lambda: (kube.pod(ns, names[0]) or {})["metadata"]["annotations"].get(wellknown.ANNOTATION_POD_DEADLINE))
+
+    scale(kube, ns, name, 0)
+    wf = workflow_id(ns, names[0], busy["metadata"]["uid"])
+    eventually(lambda: kube.pod(ns, names[1]) is None, 30, "the idle pod gone")
+    eventually(
+        lambda: (
+            (kube.pod(ns, names[0]) or {})["metadata"]["annotations"].get(wellknown.ANNOTATION_SCALE_IN_WORKFLOW) == wf
+        ),
+        10,
+        "the pod names its scale-in",
+    )
+    eventually(lambda: "DRAIN" in (slurm_node(slurm, names[0]) or {}).get("state", []), 10, "draining")
+
+    operator_process.kill9()
+    job.release()  # the job ends while no operator runs
+    job.finished()
+    time.sleep(2)
+    assert kube.pod(ns, names[0]) is not None, "nothing deletes the pod while the operator is down"
+    operator_process.restart()
+
+    eventually(lambda: kube.pod(ns, names[0]) is None, 60, "the scale-in finishes after the restart")
+    assert job.info()["job_state"] == ["COMPLETED"], "the job was never killed"
+    assert slurm_node(slurm, names[0]) is None
+    assert result(temporal, wf).outcome == "deleted"
+    assert len(runs(temporal, wf)) == 1, "one scale-in run for the pod, joined after the restart"
+    assert no_owned_drain(slurm, names)
+
+
+def test_kill_9_during_a_rolling_update_then_restart_finishes_it(
+    kube: Kube,
+    slurm: Slurm,
+    temporal: Temporal,
+    controller_ns: str,
+    operator_process: Operator,
+    jobs: list[HeldJob],
+) -> None:
+    ns, name = controller_ns, f"k{uuid.uuid4().hex[:5]}"
+    apply_nodeset(kube, ns, name, replicas=3, updateStrategy={"rollingUpdate": {"maxUnavailable": 1}})
+    names = [f"{name}-{i}" for i in range(3)]
+    eventually(lambda: nodeset(kube, ns, name).get("status", {}).get("readyReplicas") == 3, 90, "Ready")
+    eventually(lambda: all_idle(slurm, names), 30, "IDLE")
+    old_uids = {n: (kube.pod(ns, n) or {})["metadata"]["uid"] for n in names}
+    job = HeldJob(slurm, names[2])  # the highest ordinal: only its job keeps it from going first
+    jobs.append(job)
+    job.running()
+    eventually(lambda: (kube.pod(ns, names[2]) or {})["metadata"]["annotations"].get(wellknown.ANNOTATION_POD_DEADLINE))
+    old = nodeset(kube, ns, name)["status"]["nodeSetHash"]
+    objects(kube).patch_namespaced_custom_object(
+        "slinky.slurm.net",
+        "v1beta1",
+        ns,
+        "nodesets",
+        name,
+        {"spec": {"template": {"metadata": {"labels": {"r": "2"}}}}},
+    )
+
+    def revision(n: str) -> str:
+        pod = kube.pod(ns, n) or {}
+        return str(pod.get("metadata", {}).get("labels", {}).get(wellknown.LABEL_CONTROLLER_REVISION_HASH, ""))
+
+    # Kill it as soon as the first old pod is held by its scale-in.
+    eventually(
+        lambda: any(
+            p["metadata"].get("annotations", {}).get(wellknown.ANNOTATION_SCALE_IN_WORKFLOW)
+            for p in live_pods(kube, ns)
+        ),
+        20,
+        "the update under way",
+        interval=0.05,
+    )
+    operator_process.kill9()
+    time.sleep(3)
+    operator_process.restart()
+
+    eventually(lambda: sum(revision(n) not in ("", old) for n in names[:2]) == 2, 90, "the idle pods updated")
+    assert revision(names[2]) == old and job.state() == "RUNNING", "the busy node waits for its job"
+    job.release()
+    eventually(
+        lambda: all(
+            revision(n) not in ("", old) and condition(kube.pod(ns, n), "Ready").get("status") == "True" for n in names
+        ),
+        90,
+        "every pod updated and Ready",
+    )
+    assert job.finished()["job_state"] == ["COMPLETED"], "an update never kills a job"
+    for n, uid in old_uids.items():
+        wf = workflow_id(ns, n, uid)
+        assert len(runs(temporal, wf)) == 1 and result(temporal, wf).outcome == "deleted", n
+        assert temporal.status(wf) == WorkflowExecutionStatus.COMPLETED
+    assert pod_names(kube, ns) == names
+    eventually(lambda: all_idle(slurm, names), 30, "the new pods IDLE, none left drained")
+    assert no_owned_drain(slurm, names)
