@@ -145,9 +145,8 @@ class NodeSetActivities:
         except SlurmNotFound:
             return
         states = set(node.state)
-        if slurm_state.is_busy(states) or not ({"DOWN", "DRAIN"} & states):
-            return  # registered again by a new pod of the same name
-        if not slurm_state.owns_reason(node.reason):
+        # Neither DOWN nor DRAIN: registered again by a new pod of the same name.
+        if not slurm_state.forgettable(states, node.reason, replaced=not ({"DOWN", "DRAIN"} & states)):
             return
         try:
             await slurm.delete_node(ref.node)

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ from slinky.operator import pods as builder
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.models import ControllerKey, PodRef, ScaleInInput, SlurmNodeView
 from slinky.operator.validation import nodeset_problems
+from workers.scoping import replace_synced, watch_paths
 from workers.slurm_clients import ControllerProblem, SlurmClients
 from workers.workqueue import Key, WorkQueue
 from workflows.nodeset import NodeSetScaleInWorkflow, workflow_id
@@ -125,8 +126,10 @@ class NodeSetController:
         node_poll_seconds: float = 1.0,
         fallback_seconds: float = 60.0,
         workers: int = 4,
+        namespaces: Sequence[str] = (),
     ) -> None:
         self.kube = kube
+        self.namespaces = tuple(namespaces)
         self.slurm = slurm
         self.temporal = temporal
         self.events = events
@@ -145,6 +148,7 @@ class NodeSetController:
         node poll only (two Controllers may both have a node `cpu-0`); rebuilt from the pods' `scale-in-workflow`
         annotations, so a restarted operator signals the scale-ins it did not start."""
         self._pdbs: set[Key] = set()
+        self._background: set[asyncio.Task[None]] = set()
         self.reconciles = 0
         self.synced = asyncio.Event()
         self._failures: dict[Key, int] = {}
@@ -153,8 +157,14 @@ class NodeSetController:
     # ------------------------------------------------------------------------------------ run
     async def run(self) -> None:
         tasks = [
-            asyncio.create_task(self._watch_nodesets(), name="watch-nodesets"),
-            asyncio.create_task(self._watch_pods(), name="watch-nodeset-pods"),
+            *(
+                asyncio.create_task(self._watch_nodesets(ns, path), name=f"watch-nodesets-{ns or 'all'}")
+                for ns, path in watch_paths(NODESETS, self.namespaces)
+            ),
+            *(
+                asyncio.create_task(self._watch_pods(ns, path), name=f"watch-nodeset-pods-{ns or 'all'}")
+                for ns, path in watch_paths(PODS, self.namespaces)
+            ),
             asyncio.create_task(self._watch_nodes(), name="watch-kube-nodes"),
             *(asyncio.create_task(self._worker(), name=f"nodeset-worker-{i}") for i in range(self.workers)),
         ]
@@ -167,12 +177,13 @@ class NodeSetController:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
-    async def _watch_nodesets(self) -> None:
-        async for kind, obj in self.kube.list_watch(NODESETS):
+    async def _watch_nodesets(self, namespace: str | None, path: str) -> None:
+        async for kind, obj in self.kube.list_watch(path):
             if kind == "SYNC":
-                self.nodesets = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in obj["items"]}
+                replace_synced(self.nodesets, obj["items"], namespace)
                 for key in self.nodesets:
-                    self.queue.add(key)
+                    if namespace is None or key[0] == namespace:
+                        self.queue.add(key)
                 self.synced.set()
                 continue
             key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
@@ -182,11 +193,11 @@ class NodeSetController:
                 self.nodesets[key] = obj
                 self.queue.add(key)
 
-    async def _watch_pods(self) -> None:
-        async for kind, obj in self.kube.list_watch(PODS, {"labelSelector": POD_SELECTOR}):
+    async def _watch_pods(self, namespace: str | None, path: str) -> None:
+        async for kind, obj in self.kube.list_watch(path, {"labelSelector": POD_SELECTOR}):
             if kind == "SYNC":
-                self.pods = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in obj["items"]}
-                for pod in self.pods.values():
+                replace_synced(self.pods, obj["items"], namespace)
+                for pod in obj["items"]:
                     self._track_scale_in(pod)
                     if owner := owner_of(pod):
                         self.queue.add(owner)
@@ -199,11 +210,37 @@ class NodeSetController:
                 if self.scale_ins.get(scale_in_key(obj)) == wf:
                     del self.scale_ins[scale_in_key(obj)]
                 await self._signal(wf, "pod_gone")
+                self._spawn(self._forget_deleted(obj))
             else:
                 self.pods[key] = obj
                 self._track_scale_in(obj)
             if owner := owner_of(obj):
                 self.queue.add(owner)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _forget_deleted(self, pod: Obj) -> None:
+        """A NodeSet pod is gone for good (its containers stopped): delete its Slurm node unless a new pod of the
+        same name runs or the node may not be forgotten (slurm_state.forgettable). This catches what a preStop
+        leaves: a slurmd that re-registered while stopping, a NodeSet or a pod deleted by hand."""
+        key = scale_in_key(pod)
+        controller = ControllerKey(namespace=key[0], name=key[1])
+        if not key[1] or (key[0], key[1]) not in self.polls:
+            return
+        replaced = any(scale_in_key(p) == key and not is_terminating(p) for p in self.pods.values())
+        try:
+            slurm = await self.slurm.client(controller)
+            node = await slurm.get_node(key[2])
+            if slurm_state.forgettable(node.state, node.reason, replaced=replaced):
+                await slurm.delete_node(key[2])
+                logger.info("deleted Slurm node %s: its pod %s/%s is gone", key[2], key[0], pod["metadata"]["name"])
+        except (SlurmNotFound, ControllerProblem):
+            return
+        except (SlurmError, KubeError) as err:
+            logger.warning("could not forget Slurm node %s of a deleted pod: %s", key[2], err)
 
     def _track_scale_in(self, pod: Obj) -> None:
         wf = (pod["metadata"].get("annotations") or {}).get(wellknown.ANNOTATION_SCALE_IN_WORKFLOW)

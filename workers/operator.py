@@ -72,6 +72,7 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
         node_poll_seconds=ops.node_poll_seconds,
         fallback_seconds=ops.scale_in_fallback_seconds,
         workers=ops.workers,
+        namespaces=ops.namespaces,
     )
     worker = Worker(
         temporal,
@@ -84,7 +85,7 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
     )
     tasks = [
         asyncio.create_task(controller.run(), name="nodeset-controller"),
-        asyncio.create_task(TokenController(kube, events).run(), name="token-controller"),
+        asyncio.create_task(TokenController(kube, events, namespaces=ops.namespaces).run(), name="token-controller"),
     ]
     try:
         async with events, worker:

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -33,6 +33,7 @@ from slinky.clients.kube import KubeClient, rfc3339
 from slinky.clients.slurm import jwt
 from slinky.operator import tokens
 from slinky.operator.api.token import Token
+from workers.scoping import replace_synced, watch_paths
 from workers.workqueue import Key, WorkQueue
 
 logger = logging.getLogger("workers.token")
@@ -69,9 +70,16 @@ class TokenController:
     """Watches, per-Token refresh timers, the work queue and the reconcile."""
 
     def __init__(
-        self, kube: KubeClient, events: EventRecorder, *, workers: int = 2, clock: Callable[[], float] = time.time
+        self,
+        kube: KubeClient,
+        events: EventRecorder,
+        *,
+        workers: int = 2,
+        clock: Callable[[], float] = time.time,
+        namespaces: Sequence[str] = (),
     ) -> None:
         self.kube = kube
+        self.namespaces = tuple(namespaces)
         self.events = events
         self.workers = workers
         self.clock = clock
@@ -87,8 +95,14 @@ class TokenController:
     # ------------------------------------------------------------------------------------ run
     async def run(self) -> None:
         tasks = [
-            asyncio.create_task(self._watch_tokens(), name="watch-tokens"),
-            asyncio.create_task(self._watch_secrets(), name="watch-token-secrets"),
+            *(
+                asyncio.create_task(self._watch_tokens(ns, path), name=f"watch-tokens-{ns or 'all'}")
+                for ns, path in watch_paths(TOKENS, self.namespaces)
+            ),
+            *(
+                asyncio.create_task(self._watch_secrets(path), name=f"watch-token-secrets-{ns or 'all'}")
+                for ns, path in watch_paths(SECRETS, self.namespaces)
+            ),
             *(asyncio.create_task(self._worker(), name=f"token-worker-{i}") for i in range(self.workers)),
         ]
         try:
@@ -102,10 +116,10 @@ class TokenController:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
-    async def _watch_tokens(self) -> None:
-        async for kind, obj in self.kube.list_watch(TOKENS):
+    async def _watch_tokens(self, namespace: str | None, path: str) -> None:
+        async for kind, obj in self.kube.list_watch(path):
             if kind == "SYNC":
-                self.tokens = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in obj["items"]}
+                replace_synced(self.tokens, obj["items"], namespace)
                 for key in list(self.timers):
                     if key not in self.tokens:
                         self._cancel_timer(key)
@@ -122,8 +136,8 @@ class TokenController:
                 self.tokens[key] = obj
                 self.queue.add(key)
 
-    async def _watch_secrets(self) -> None:
-        async for kind, obj in self.kube.list_watch(SECRETS):
+    async def _watch_secrets(self, path: str) -> None:
+        async for kind, obj in self.kube.list_watch(path):
             if kind == "SYNC":
                 continue  # the Token listing queues every Token
             for key in self.tokens_using(obj):

@@ -47,6 +47,8 @@ SA_SLURM_NODE = SearchAttributeKey.for_keyword("SlinkySlurmNode")
 SA_PHASE = SearchAttributeKey.for_keyword("SlinkyPhase")
 CALL_FAILED = (ActivityError, ApplicationError)
 POD_GONE_CHECK = timedelta(seconds=10)
+PATCH_POD_CHECK = "fallback-checks-the-pod"
+"""Histories from before the fallback also checked the pod replay without that call."""
 
 
 def workflow_id(namespace: str, pod: str, uid: str) -> str:
@@ -222,6 +224,11 @@ class NodeSetScaleInWorkflow:
                 lambda: self._fresh or self._keep or self._abort or self._pod_gone or self._force_pending(), fallback
             )
             if not woke:
+                # No news for a whole fallback period: is the pod still there (a deleted namespace sends no
+                # signal), then read the node.
+                if workflow.patched(PATCH_POD_CHECK) and await self._call("nodeset_pod_gone", inp.pod, bool):
+                    self._pod_gone = True
+                    continue
                 await self._probe("nodeset_read_node", ref)
 
     async def _probe(self, name: str, arg: Any) -> SlurmNodeView | None:

@@ -80,6 +80,8 @@ WORKER_PREFIX = "slinky-worker"
 WORKER_CPUS = 4
 WORKER_MEMORY = "8Gi"
 NODESET_PARTITION = "nodesets"
+OPERATOR_NAMESPACE = "slurm"
+"""The namespace of the stack's own Controller `slurm`, the one the dev stack's operator watches."""
 """Partition of every NodeSet pod's Slurm node: its slurmd registers with the feature the node agent adds
 (``slurmd_spec.POD_FEATURE``), which this partition's NodeSet selects. Not ``Nodes=ALL``: that would put the
 bridge's external nodes in it too."""
@@ -975,13 +977,19 @@ def start_temporal(procs: ProcessTable) -> None:
 
 
 # --------------------------------------------------------------------------------------------- workers
+def _worker_env() -> dict[str, str]:
+    """A worker process's environment: the env file's values, the caller's SLINKY_* settings on top."""
+    env = {k: v for k, v in env_values().items() if k != "PATH"}
+    env.update({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONUNBUFFERED": "1", "HOME": str(Path.home())})
+    return env
+
+
 def start_workers(procs: ProcessTable) -> None:
     """The bridge worker process from the working tree (settings from the env file's values)."""
     if procs.running("bridge-worker") is not None:
         log("bridge worker already running")
         return
-    env = {k: v for k, v in env_values().items() if k != "PATH"}
-    env.update({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONUNBUFFERED": "1", "HOME": str(Path.home())})
+    env = _worker_env()
     env["SLINKY_TELEMETRY__METRICS_PORT"] = str(PORTS.bridge_metrics)
     env.update({k: v for k, v in os.environ.items() if k.startswith("SLINKY_")})
     procs.start(
@@ -993,6 +1001,58 @@ def start_workers(procs: ProcessTable) -> None:
     )
     _still_alive(procs, "bridge-worker", 2.0)
     log("bridge worker started (logs: .slinky-dev/logs/bridge-worker.log)")
+
+
+def stack_controller_objects() -> list[dict[str, object]]:
+    """Namespace `slurm`, the Secret with the stack's JWT signing key and Controller `slurm` in external mode
+    (the stack's slurmctld), so a user's NodeSet naming `controllerRef: {name: slurm}` there works at once."""
+    key = (_slurm_root() / "etc" / "slurm" / "jwt_hs256.key").read_bytes()
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}},
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "slurm-jwt-key", "namespace": OPERATOR_NAMESPACE},
+            "data": {"jwt.key": base64.b64encode(key).decode()},
+        },
+        {
+            "apiVersion": "slinky.slurm.net/v1beta1",
+            "kind": "Controller",
+            "metadata": {"name": "slurm", "namespace": OPERATOR_NAMESPACE},
+            "spec": {
+                "external": True,
+                "externalConfig": {"host": SLURM_CTL_HOST, "port": PORTS.slurmctld},
+                "jwtKeyRef": {"name": "slurm-jwt-key", "key": "jwt.key"},
+            },
+        },
+    ]
+
+
+def ensure_stack_controller() -> None:
+    """Apply the stack's Controller and its key Secret (idempotent: a re-keyed stack updates the Secret)."""
+    manifest = json.dumps({"apiVersion": "v1", "kind": "List", "items": stack_controller_objects()})
+    kubeconfig = str(_kube_dir() / "kubeconfig")
+    proc = subprocess.run(
+        ["kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-"], input=manifest, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise StackError(f"applying the stack's Controller failed: {proc.stderr.strip()[:500]}")
+
+
+def start_operator(procs: ProcessTable) -> None:
+    """The operator process from the working tree, watching namespace `slurm` only (tests run operators of
+    their own in their namespaces; two operators never share a namespace)."""
+    if procs.running("operator") is not None:
+        log("operator already running")
+        return
+    env = _worker_env()
+    env["SLINKY_OPERATOR__NAMESPACES"] = json.dumps([OPERATOR_NAMESPACE])
+    env.update({k: v for k, v in os.environ.items() if k.startswith("SLINKY_")})
+    procs.start(
+        "operator", [sys.executable, "-m", "workers.operator"], log=STATE / "logs" / "operator.log", env=env, cwd=REPO
+    )
+    _still_alive(procs, "operator", 2.0)
+    log(f"operator started for namespace {OPERATOR_NAMESPACE} (logs: .slinky-dev/logs/operator.log)")
 
 
 # --------------------------------------------------------------------------------------------- env file
@@ -1029,6 +1089,7 @@ COMPONENTS = (
     "temporal",
     "webhook",
     "bridge-worker",
+    "operator",
 )
 
 
@@ -1065,6 +1126,8 @@ def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True, worker_nodes: i
         log(f"admission webhook up on 127.0.0.1:{dev_webhook.PORT}, registered as pods.slinky.slurm.net")
         if workers:
             start_workers(procs)
+            ensure_stack_controller()
+            start_operator(procs)
         forget_stale_slurmd_nodes(procs)
         if slurmd:
             start_slurmd(procs, slurmd)

@@ -54,6 +54,16 @@ def owns_reason(reason: str) -> bool:
     return reason.startswith(wellknown.OPERATOR_REASON_PREFIX)
 
 
+def forgettable(states: Iterable[str], reason: str, *, replaced: bool) -> bool:
+    """May the operator delete the Slurm node of a NodeSet pod that is gone? Not while a job holds it, not when
+    an admin's reason is on it, not when a new pod of the same name runs again (its slurmd owns the record).
+    slurmctld's own "Not responding" counts as no reason: a slurmd that re-registered while it was stopping
+    leaves such a record behind once it is gone."""
+    if replaced or is_busy(states):
+        return False
+    return not reason or owns_reason(reason) or reason.startswith("Not responding")
+
+
 def scale_in_reason(namespace: str, pod: str) -> str:
     return f"{wellknown.OPERATOR_REASON_PREFIX}Pod ({namespace}/{pod}) is pending termination for scale-in"
 

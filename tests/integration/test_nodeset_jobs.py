@@ -261,3 +261,13 @@ def test_a_cordoned_kubernetes_node_drains_its_slurm_node_and_a_foreign_reason_s
     time.sleep(2)
     node = slurm_node(slurm, names[1]) or {}
     assert "DRAIN" in node["state"] and node["reason"] == admin, "uncordon never undrains an admin's drain"
+
+
+def test_deleting_a_nodeset_leaves_no_ghost_nodes_in_slurm(kube: Kube, slurm: Slurm, cluster: str) -> None:
+    ns, name = cluster, fresh_name()
+    names = up(kube, slurm, ns, name, 3)
+    objects(kube).delete_namespaced_custom_object("slinky.slurm.net", "v1beta1", ns, "nodesets", name)
+    eventually(lambda: not live_pods(kube, ns) and not kube.pods(ns), 60, "the garbage collector took the pods")
+    eventually(lambda: all(slurm_node(slurm, n) is None for n in names), 20, "no ghost nodes")
+    time.sleep(3)  # a slurmd that re-registered while stopping would show up again here
+    assert [n for n in names if slurm_node(slurm, n) is not None] == []

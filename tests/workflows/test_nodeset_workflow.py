@@ -341,3 +341,14 @@ async def test_a_failing_read_is_no_news_and_the_wait_goes_on(started: Any, env:
     fake.states, fake.jobs = ["IDLE", "DRAIN"], []
     await handle.signal(NodeSetScaleInWorkflow.node_state, fake.view())
     assert (await handle.result()).outcome == "deleted"
+
+
+async def test_a_pod_gone_without_a_signal_is_found_at_the_fallback(started: Any, env: WorkflowEnvironment) -> None:
+    """A deleted namespace sends no pod_gone signal (no operator watches it any more): the fallback looks."""
+    fake, start = started
+    fake.states, fake.jobs = ["ALLOCATED"], [2]
+    handle = await start(fallback_check_seconds=30)
+    await draining(handle)
+    fake.pod_exists = False
+    await env.sleep(31)
+    assert (await handle.result()).outcome == "gone" and "pod_gone?" in fake.calls and "delete" not in fake.calls

@@ -49,3 +49,14 @@ def test_jobs_by_node_expands_hostlists_and_takes_the_latest_deadline() -> None:
     assert sorted(by_node) == ["cpu-0", "cpu-1"]
     assert by_node["cpu-0"].ids == [1] and by_node["cpu-0"].deadline == 1_600.0
     assert by_node["cpu-1"].ids == [1, 2] and by_node["cpu-1"].deadline_text() == "1970-01-01T01:33:20Z"
+
+
+def test_forgettable_nodes_of_pods_that_are_gone() -> None:
+    from slinky.operator.slurm_state import forgettable
+
+    assert forgettable(["DOWN"], "slurm-operator: Pod is terminating", replaced=False)
+    assert forgettable(["DOWN", "NOT_RESPONDING"], "Not responding", replaced=False)
+    assert forgettable(["IDLE"], "", replaced=False), "re-registered by a slurmd that is gone now"
+    assert not forgettable(["IDLE"], "", replaced=True), "a new pod of the same name owns it"
+    assert not forgettable(["ALLOCATED", "DOWN"], "Not responding", replaced=False), "a job still names it"
+    assert not forgettable(["DOWN", "DRAIN"], "bad dimm, ticket 42", replaced=False), "an admin's reason"
