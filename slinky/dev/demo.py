@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,91 @@ def gang_scenario(env: dict[str, str], slinky: list[str]) -> int:
     return 0
 
 
+def _wait(what: str, check: Callable[[], bool], timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    print(f"demo: {what} not within {timeout:.0f} s; see .slinky-dev/logs/operator.log and node-agent.log")
+    return False
+
+
+def _slurm(env: dict[str, str], method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    token = Path(env["SLURM_JWT_FILE"]).read_text().strip()
+    headers = {"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token, "Content-Type": "application/json"}
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(env["SLURM_REST_URL"] + "/slurm/v0.0.44/" + path, data, headers, method=method)
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        answer: dict[str, Any] = json.load(resp)
+        return answer
+
+
+def _node_state(env: dict[str, str], name: str) -> list[str]:
+    try:
+        nodes = _slurm(env, "GET", f"node/{name}").get("nodes") or []
+    except OSError:
+        return []
+    return list(nodes[0]["state"]) if nodes else []
+
+
+def operator_scenario(env: dict[str, str], slinky: list[str]) -> int:
+    """The operator: a NodeSet of two real slurmd pods; scale-in takes the idle node at once and drains the
+    busy one, which waits for its job (deploy/examples/nodeset-slinky.yaml)."""
+    print(
+        "\n== Operator: NodeSet slinky, two slurmd pods of the stack's Controller (deploy/examples/nodeset-slinky.yaml)"
+    )
+    manifest = str(EXAMPLES / "nodeset-slinky.yaml")
+    _sh(env, "kubectl", "delete", "-f", manifest, "--ignore-not-found", "--wait=true")
+    _sh(env, "kubectl", "apply", "-f", manifest)
+    names = ["slinky-0", "slinky-1"]
+    if not _wait("two Slurm nodes IDLE", lambda: all("IDLE" in _node_state(env, n) for n in names), 90):
+        return 1
+    status = [
+        "kubectl",
+        "get",
+        "nodeset",
+        "-n",
+        "slurm",
+        "slinky",
+        "-o",
+        "jsonpath={.status.readyReplicas}/{.status.slurmIdle}",
+    ]
+    if not _wait("the NodeSet's status", lambda: _sh(env, *status) == "2/2", 10):
+        return 1
+    print("$ slinky nodesets list -n slurm")
+    print(_sh(env, *slinky, "nodesets", "list", "-n", "slurm"), end="")
+    desc = {
+        "name": "demo-sleep",
+        "partition": stack.NODESET_PARTITION,
+        "required_nodes": ["slinky-0"],
+        "time_limit": {"set": True, "number": 5},
+        "current_working_directory": "/tmp",
+        "environment": ["PATH=/usr/bin:/bin"],
+        "standard_output": "/dev/null",
+    }
+    job = _slurm(env, "POST", "job/submit", {"job": desc, "script": "#!/bin/sh\nsleep 8\n"})["job_id"]
+    print(f"$ a batch job (sleep 8) through slurmrestd on slinky-0: job {job}")
+    if not _wait("the job running", lambda: bool({"ALLOCATED", "MIXED"} & set(_node_state(env, "slinky-0"))), 20):
+        return 1
+    print("$ kubectl scale nodeset slinky -n slurm --replicas=0")
+    _sh(env, "kubectl", "scale", "nodeset", "slinky", "-n", "slurm", "--replicas=0")
+    if not _wait("the idle pod deleted", lambda: not _node_state(env, "slinky-1"), 30):
+        return 1
+    time.sleep(1)
+    print("$ slinky nodesets scale-ins -n slurm   (slinky-1 was idle: gone at once; slinky-0 waits for its job)")
+    print(_sh(env, *slinky, "nodesets", "scale-ins", "-n", "slurm", "--all"), end="")
+    if not _wait("slinky-0 drained and deleted after its job", lambda: not _node_state(env, "slinky-0"), 60):
+        return 1
+    record = _slurm(env, "GET", f"job/{job}")["jobs"][0]
+    print(f"$ the job's own record: {record['job_state'][0]}, exit code {record['exit_code']['return_code']['number']}")
+    print("$ slinky nodesets scale-ins -n slurm --all")
+    print(_sh(env, *slinky, "nodesets", "scale-ins", "-n", "slurm", "--all"), end="")
+    _sh(env, "kubectl", "scale", "nodeset", "slinky", "-n", "slurm", "--replicas=2")
+    print("kubectl scale nodeset slinky -n slurm --replicas=3   # more slurmd pods; scale-ins drain first")
+    return 0
+
+
 def bridge_scenario(env: dict[str, str]) -> int:
     """The seed scenario: the pause pod is bound next to its Slurm job, visible from all three sides."""
     slinky = [sys.executable, "-m", "slinky.cli"]
@@ -173,8 +259,11 @@ def bridge_scenario(env: dict[str, str]) -> int:
     print(_sh(env, *slinky, "workloads", "show", "pause-pod").rstrip())
     if gang_scenario(env, slinky) != 0:
         return 1
+    if operator_scenario(env, slinky) != 0:
+        return 1
     ui = env["TEMPORAL_UI_URL"]
     print(f'\nTemporal Web UI: {ui}/namespaces/default/workflows  (search: SlinkyWorkloadName="pause-pod")')
+    print(f'  and the scale-ins: {ui}/namespaces/default/workflows  (search: SlinkyNodeSet="slinky")')
     print(f"source {stack.STATE / 'env'}   # then kubectl, temporal and slinky work from your shell")
     print("kubectl delete pod -n slurm-bridge pause-pod   # ends the lifecycle: job cancelled, finalizer removed")
     return 0

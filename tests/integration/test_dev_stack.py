@@ -17,6 +17,8 @@ from temporalio.worker import Worker
 
 from slinky import wellknown
 from slinky.dev.procs import ProcessTable
+from tests.integration.cluster import Kube
+from tests.integration.cluster import Slurm as SlurmApi
 from tests.integration.devstack import REPO, slinky
 from tests.integration.smoke_workflow import SmokeWorkflow, greet
 from tests.integration.waiting import eventually
@@ -274,3 +276,30 @@ def test_status_tells_a_stopped_component_from_a_crashed_one(dev_env: dict[str, 
     assert next(line for line in out.stdout.splitlines() if line.startswith("webhook")).split()[1] == "stopped"
     slinky("dev", "up")
     slinky("dev", "status", timeout=60)
+
+
+@pytest.fixture(scope="module")
+def slurm_api(dev_env: dict[str, str]) -> Iterator[SlurmApi]:
+    api = SlurmApi(dev_env)
+    with api.http:
+        yield api
+
+
+def test_the_stacks_operator_serves_a_nodeset_of_its_controller(kube: Kube, slurm_api: SlurmApi) -> None:
+    """`dev up` made Controller `slurm` in namespace `slurm` and runs an operator for it: a user's NodeSet
+    naming it gets real slurmd pods at once, and deleting it leaves no Slurm node behind."""
+    from slinky.dev import stack
+    from tests.integration.nodeset_jobs import all_idle, slurm_node
+    from tests.integration.operator_fixtures import GROUP, VERSION, apply_nodeset, objects
+
+    name = f"dev{uuid.uuid4().hex[:5]}"
+    ns = stack.OPERATOR_NAMESPACE
+    controller = objects(kube).get_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "slurm")
+    assert controller["spec"]["external"] is True
+    apply_nodeset(kube, ns, name, replicas=1)
+    try:
+        eventually(lambda: all_idle(slurm_api, [f"{name}-0"]), 60, "the stack's operator made a slurmd pod")
+    finally:
+        objects(kube).delete_namespaced_custom_object(GROUP, VERSION, ns, "nodesets", name)
+    eventually(lambda: kube.pod(ns, f"{name}-0") is None, 30, "the pod deleted with its NodeSet")
+    eventually(lambda: slurm_node(slurm_api, f"{name}-0") is None, 20, "no ghost node")
