@@ -32,7 +32,7 @@ from slinky import wellknown
 from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeRejected, SlurmError, SlurmNotFound
 from slinky.clients.events import EventRecorder, pod_event
 from slinky.clients.kube import KubeClient, rfc3339
-from slinky.operator import pod_sync, slurm_state, updates, victims
+from slinky.operator import daemonset, pod_sync, slurm_state, updates, victims
 from slinky.operator import pods as builder
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.models import ControllerKey, PodRef, ScaleInInput, SlurmNodeView
@@ -86,6 +86,16 @@ def scale_in_key(pod: Obj) -> tuple[str, str, str]:
     """(namespace, Controller, Slurm node name) of a NodeSet pod: the node poll that may signal its scale-in."""
     meta = pod["metadata"]
     return (meta["namespace"], (meta.get("labels") or {}).get(wellknown.LABEL_CLUSTER, ""), hostname_of(pod))
+
+
+def _placement_view(node: Obj) -> tuple[Any, Any, Any]:
+    """What decides whether a DaemonSet-mode pod belongs on the node."""
+    meta = node["metadata"]
+    return (
+        meta.get("labels"),
+        (node.get("spec") or {}).get("taints"),
+        (meta.get("annotations") or {}).get(wellknown.ANNOTATION_NODE_HOSTNAME_OVERRIDE),
+    )
 
 
 def _cordon_view(node: Obj) -> tuple[Any, Any]:
@@ -248,10 +258,12 @@ class NodeSetController:
             self.scale_ins[scale_in_key(pod)] = wf
 
     async def _watch_nodes(self) -> None:
-        """Kubernetes nodes, for cordon propagation: a (un)cordoned node requeues the NodeSets with pods on it."""
+        """Kubernetes nodes: a (un)cordoned node requeues the NodeSets with pods on it (cordon propagation); a
+        node that comes, goes or changes labels or taints requeues every DaemonSet-mode NodeSet."""
         async for kind, obj in self.kube.list_watch(NODES):
             if kind == "SYNC":
                 self.kube_nodes = {o["metadata"]["name"]: o for o in obj["items"]}
+                self._queue_daemonsets()
                 continue
             name = obj["metadata"]["name"]
             before = self.kube_nodes.get(name)
@@ -259,11 +271,18 @@ class NodeSetController:
                 self.kube_nodes.pop(name, None)
             else:
                 self.kube_nodes[name] = obj
+            if before is None or kind == "DELETED" or _placement_view(before) != _placement_view(obj):
+                self._queue_daemonsets()
             if before is not None and kind != "DELETED" and _cordon_view(before) == _cordon_view(obj):
                 continue
             for pod in self.pods.values():
                 if (pod.get("spec") or {}).get("nodeName") == name and (owner := owner_of(pod)):
                     self.queue.add(owner)
+
+    def _queue_daemonsets(self) -> None:
+        for key, raw in self.nodesets.items():
+            if (raw.get("spec") or {}).get("scalingMode") == "DaemonSet":
+                self.queue.add(key)
 
     async def _worker(self) -> None:
         while True:
@@ -405,27 +424,40 @@ class NodeSetController:
             for p in owned
             if not is_terminating(p) and p.get("status", {}).get("phase") not in ("Failed", "Succeeded")
         ]
-        desired = nodeset.spec.replicas if nodeset.spec.replicas is not None else 1
         await self._ensure_pdb(controller)
-        held = await self._condemn(nodeset, controller, active, desired, revision)
+        # Pods of the other scaling mode go (through the same drain), as upstream does on a mode change.
+        mode = nodeset.spec.scaling_mode
+        stale = [p for p in active if p["metadata"].get("labels", {}).get(wellknown.LABEL_NODESET_SCALING_MODE) != mode]
+        current = [p for p in active if p not in stale]
+        missing_nodes: list[Obj] = []
+        if mode == "DaemonSet":
+            missing_nodes, extra = daemonset.plan(nodeset, list(self.kube_nodes.values()), current)
+            desired = len(current) - len(extra) + len(missing_nodes)
+            scale_in = [*stale, *extra]
+        else:
+            desired = nodeset.spec.replicas if nodeset.spec.replicas is not None else 1
+            scale_in = [*stale, *victims.condemned(current, desired, self._node_cordoned(current))]
+        held = await self._condemn(nodeset, controller, active, scale_in, desired, revision)
         slurm = await self.slurm.client(controller)
         for pod in active:
             view = poll.nodes.get(hostname_of(pod))
-            await self._sync_pod(pod, view)
+            await self._sync_pod(pod, view, protect=nodeset.spec.workload_disruption_protection)
             if pod["metadata"]["uid"] not in held:  # a scale-in workflow drains it, and undrains it if kept
                 await self._cordon(slurm, pod, view)
                 await self._repair_drift(pod, poll)
-        missing = desired - len(active)
-        if missing > 0:
-            # A terminating pod's ordinal is free: its name is created again once it is gone (the watch's DELETED
-            # event requeues), so the new pod's slurmd takes over the same Slurm node name, as in a StatefulSet.
-            used = {o for p in active if (o := builder.ordinal_of(key[1], p["metadata"]["name"])) is not None}
-            try:
-                await self._create(nodeset, ctl, builder.free_ordinals(used, missing), revision)
-            except KubeRejected as err:  # the apiserver refuses the pod the spec makes: say which field
-                message = f"the pod this spec makes is refused: {err}"
-                await self._status(key, nodeset, owned, condition=("SpecValid", "False", "FailedCreate", message))
-                return
+        try:
+            if mode == "DaemonSet":
+                await self._slow_start([builder.build_daemon_pod(nodeset, ctl, n, revision) for n in missing_nodes])
+            elif (missing := desired - len(current)) > 0:
+                # A terminating pod's ordinal is free: its name is made again once it is gone (the watch's DELETED
+                # event requeues), so the new pod's slurmd takes over the same Slurm node name, as a StatefulSet's.
+                used = {o for p in current if (o := builder.ordinal_of(key[1], p["metadata"]["name"])) is not None}
+                ordinals = builder.free_ordinals(used, missing)
+                await self._slow_start([builder.build_pod(nodeset, ctl, o, revision) for o in ordinals])
+        except KubeRejected as err:  # the apiserver refuses the pod the spec makes: say which field
+            message = f"the pod this spec makes is refused: {err}"
+            await self._status(key, nodeset, owned, condition=("SpecValid", "False", "FailedCreate", message))
+            return
         if poll.missing_since:
             self.queue.add_later(key, DRIFT_GRACE_SECONDS / 2)
         await self._status(
@@ -437,17 +469,25 @@ class NodeSetController:
             condition=("ControllerReady", "True", "Reachable", "slurmrestd answers"),
         )
 
-    async def _condemn(
-        self, nodeset: NodeSet, controller: ControllerKey, active: list[Obj], desired: int, revision: str
-    ) -> set[str]:
-        """Start (or join) a scale-in workflow for each pod to remove (scale-in, then rolling update); tell the
-        scale-ins of pods wanted again to keep them. Returns the uids a scale-in holds."""
-        node_cordoned = frozenset(
+    def _node_cordoned(self, pods: list[Obj]) -> frozenset[str]:
+        """Uids of the pods whose Kubernetes node is cordoned (they count as cordoned in the scale-in order)."""
+        return frozenset(
             p["metadata"]["uid"]
-            for p in active
+            for p in pods
             if pod_sync.node_cordoned(self.kube_nodes.get((p.get("spec") or {}).get("nodeName") or ""))
         )
-        scale_in = victims.condemned(active, desired, node_cordoned)
+
+    async def _condemn(
+        self,
+        nodeset: NodeSet,
+        controller: ControllerKey,
+        active: list[Obj],
+        scale_in: list[Obj],
+        desired: int,
+        revision: str,
+    ) -> set[str]:
+        """Start (or join) a scale-in workflow for each pod to remove (`scale_in`, then the rolling update's);
+        tell the scale-ins of pods wanted again to keep them. Returns the uids a scale-in holds."""
         gone = {p["metadata"]["uid"] for p in scale_in}
         update = updates.update_victims(
             nodeset, [p for p in active if p["metadata"]["uid"] not in gone], revision, desired
@@ -474,22 +514,19 @@ class NodeSetController:
                 out.append(pod)
         return out
 
-    async def _create(self, nodeset: NodeSet, ctl: Any, ordinals: list[int], revision: str) -> None:
-        """Slow start: batches of 1, 2, 4... stop at the first failure (as kube's SlowStartBatch)."""
+    async def _slow_start(self, pods: list[Obj]) -> None:
+        """Create pods in batches of 1, 2, 4... and stop at the first failure (as kube's SlowStartBatch)."""
         batch, i = 1, 0
-        while i < len(ordinals):
-            chunk = ordinals[i : i + batch]
-            results = await asyncio.gather(
-                *(self._create_one(nodeset, ctl, o, revision) for o in chunk), return_exceptions=True
-            )
+        while i < len(pods):
+            chunk = pods[i : i + batch]
+            results = await asyncio.gather(*(self._create_pod(p) for p in chunk), return_exceptions=True)
             failed = [r for r in results if isinstance(r, BaseException)]
             if failed:
                 raise failed[0]
             i += len(chunk)
             batch *= 2
 
-    async def _create_one(self, nodeset: NodeSet, ctl: Any, ordinal: int, revision: str) -> None:
-        pod = builder.build_pod(nodeset, ctl, ordinal, revision)
+    async def _create_pod(self, pod: Obj) -> None:
         namespace = pod["metadata"]["namespace"]
         with contextlib.suppress(KubeConflict):  # already exists: the watch has not shown it yet
             await self.kube.create(f"/api/v1/namespaces/{namespace}/pods", pod)
@@ -549,12 +586,13 @@ class NodeSetController:
             )
 
     # ------------------------------------------------------------------------------------ per pod
-    async def _sync_pod(self, pod: Obj, view: SlurmNodeView | None) -> None:
-        """pod-deadline, pod-protect and the SlurmNodeState* conditions, written only when they change."""
+    async def _sync_pod(self, pod: Obj, view: SlurmNodeView | None, *, protect: bool = True) -> None:
+        """pod-deadline, pod-protect (unless `workloadDisruptionProtection: false`) and the SlurmNodeState*
+        conditions, written only when they change."""
         meta = pod["metadata"]
         path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
         with contextlib.suppress(KubeNotFound, KubeConflict):
-            if (patch := pod_sync.metadata_patch(pod, view)) is not None:
+            if (patch := pod_sync.metadata_patch(pod, view, protect=protect)) is not None:
                 patch["metadata"]["uid"] = meta["uid"]
                 self._remember(await self.kube.patch(path, patch))
             if (conditions := pod_sync.conditions_patch(pod, view, rfc3339())) is not None:

@@ -42,8 +42,9 @@ def protected(view: SlurmNodeView | None) -> bool:
     return view is not None and (bool(view.jobs) or slurm_state.is_busy(view.states))
 
 
-def metadata_patch(pod: Obj, view: SlurmNodeView | None) -> Obj | None:
-    """The merge patch that brings the pod's deadline annotation and protect label up to date, or None."""
+def metadata_patch(pod: Obj, view: SlurmNodeView | None, *, protect: bool = True) -> Obj | None:
+    """The merge patch that brings the pod's deadline annotation and protect label up to date, or None.
+    `protect=False` (the NodeSet's `workloadDisruptionProtection: false`) never labels the pod."""
     meta = pod.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     labels = meta.get("labels") or {}
@@ -51,9 +52,9 @@ def metadata_patch(pod: Obj, view: SlurmNodeView | None) -> Obj | None:
     deadline = pod_deadline(view)
     if annotations.get(wellknown.ANNOTATION_POD_DEADLINE) != deadline:
         patch.setdefault("annotations", {})[wellknown.ANNOTATION_POD_DEADLINE] = deadline
-    protect = "true" if protected(view) else None
-    if labels.get(wellknown.LABEL_NODESET_POD_PROTECT) != protect:
-        patch.setdefault("labels", {})[wellknown.LABEL_NODESET_POD_PROTECT] = protect
+    label = "true" if protect and protected(view) else None
+    if labels.get(wellknown.LABEL_NODESET_POD_PROTECT) != label:
+        patch.setdefault("labels", {})[wellknown.LABEL_NODESET_POD_PROTECT] = label
     return {"metadata": patch} if patch else None
 
 

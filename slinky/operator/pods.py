@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from slinky import wellknown
+from slinky.operator import daemonset
 from slinky.operator.api.controller import Controller
 from slinky.operator.api.nodeset import NodeSet
 
@@ -165,10 +166,26 @@ def _merge_container(base: Obj, overlay: Obj) -> Obj:
 
 def build_pod(nodeset: NodeSet, controller: Controller, ordinal: int, revision: str) -> Obj:
     """The pod of `ordinal` (StatefulSet mode): metadata, the slurmd container, scheduling rules."""
-    name = _name(nodeset)
+    pod = pod_name(_name(nodeset), ordinal, nodeset.spec.ordinal_padding)
+    return _build(nodeset, controller, pod, pod, revision, str(ordinal), None)
+
+
+def build_daemon_pod(nodeset: NodeSet, controller: Controller, node: Obj, revision: str) -> Obj:
+    """The pod of one Kubernetes node (DaemonSet mode): pinned to the node, its hostname the node's."""
+    pod = daemonset.pod_name(_name(nodeset), node)
+    return _build(nodeset, controller, pod, daemonset.hostname_for(node), revision, None, node["metadata"]["name"])
+
+
+def _build(
+    nodeset: NodeSet,
+    controller: Controller,
+    pod: str,
+    hostname: str,
+    revision: str,
+    index: str | None,
+    node: str | None,
+) -> Obj:
     namespace = str(nodeset.metadata.get("namespace", "default"))
-    pod = pod_name(name, ordinal, nodeset.spec.ordinal_padding)
-    hostname = pod
     cpus, mem = resource_limits(nodeset)
     template_meta = nodeset.spec.template.metadata
     labels = {
@@ -177,7 +194,7 @@ def build_pod(nodeset: NodeSet, controller: Controller, ordinal: int, revision: 
         wellknown.LABEL_COMPONENT: wellknown.COMPONENT_WORKER,
         wellknown.LABEL_CLUSTER: nodeset.spec.controller_ref.name,
         wellknown.LABEL_NODESET_POD_NAME: pod,
-        wellknown.LABEL_NODESET_POD_INDEX: str(ordinal),
+        **({wellknown.LABEL_NODESET_POD_INDEX: index} if index is not None else {}),
         wellknown.LABEL_NODESET_POD_HOSTNAME: hostname,
         wellknown.LABEL_NODESET_SCALING_MODE: nodeset.spec.scaling_mode,
         wellknown.LABEL_CONTROLLER_REVISION_HASH: revision,
@@ -210,7 +227,9 @@ def build_pod(nodeset: NodeSet, controller: Controller, ordinal: int, revision: 
         *tolerations,
         {"key": wellknown.TAINT_NODESET_WORKER, "operator": "Exists", "effect": "NoExecute"},
     ]
-    if not nodeset.spec.oversubscribe_node:
+    if node is not None:
+        spec = daemonset.pin(spec, node)
+    elif not nodeset.spec.oversubscribe_node:
         spec["affinity"] = _anti_affinity(spec.get("affinity"), nodeset)
     return {
         "apiVersion": "v1",

@@ -271,3 +271,40 @@ def test_deleting_a_nodeset_leaves_no_ghost_nodes_in_slurm(kube: Kube, slurm: Sl
     eventually(lambda: all(slurm_node(slurm, n) is None for n in names), 20, "no ghost nodes")
     time.sleep(3)  # a slurmd that re-registered while stopping would show up again here
     assert [n for n in names if slurm_node(slurm, n) is not None] == []
+
+
+def test_daemonset_mode_follows_the_nodes_that_match(kube: Kube, slurm: Slurm, cluster: str) -> None:
+    """One pod per matching worker node, named after it; a node that starts to match gets one, a node that stops
+    matching has its pod drained and deleted (the dev stack's worker nodes are fixed, so they come and go by
+    label)."""
+    ns, name = cluster, fresh_name()
+    label = f"example.com/{name}"
+    workers = sorted(
+        n.metadata.name for n in kube.core.list_node().items if n.metadata.name.startswith("slinky-worker-")
+    )
+    assert len(workers) >= 3, workers
+
+    def set_label(node: str, value: str | None) -> None:
+        kube.core.patch_node(node, {"metadata": {"labels": {label: value}}})
+
+    def placement() -> dict[str, str]:
+        return {(p["spec"].get("nodeName") or "?"): p["spec"]["hostname"] for p in live_pods(kube, ns)}
+
+    try:
+        for node in workers[:2]:
+            set_label(node, "yes")
+        apply_nodeset(kube, ns, name, scalingMode="DaemonSet", template={"spec": {"nodeSelector": {label: "yes"}}})
+        eventually(lambda: placement() == {w: w for w in workers[:2]}, 60, "a pod on each labelled node")
+        eventually(lambda: all_idle(slurm, workers[:2]), 30, "their Slurm nodes, named after the nodes, IDLE")
+        assert sorted(pod_names(kube, ns)) == sorted(f"{name}-{w}" for w in workers[:2])
+
+        set_label(workers[2], "yes")
+        eventually(lambda: placement() == {w: w for w in workers[:3]}, 60, "a node that starts to match gets a pod")
+        set_label(workers[0], None)
+        eventually(lambda: set(placement()) == set(workers[1:3]), 60, "a node that stops matching loses its pod")
+        eventually(lambda: slurm_node(slurm, workers[0]) is None, 20, "its Slurm node gone")
+        counts = ("replicas", "readyReplicas", "slurmIdle")
+        eventually(lambda: [nodeset(kube, ns, name).get("status", {}).get(c) for c in counts] == [2, 2, 2], 20)
+    finally:
+        for node in workers:
+            set_label(node, None)
