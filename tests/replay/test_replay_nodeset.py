@@ -1,10 +1,17 @@
 """Replay recorded `NodeSetScaleIn` histories against the current code (the determinism guard).
 
-`histories/nodeset/scalein_unscheduled_pod.json` was recorded from the live dev stack (the operator's
-integration test, `temporal workflow show -o json`): a pod that never got a Slurm node, condemned by a
-scale-in; the workflow cordoned it, found the node absent, confirmed it with a fresh read, deleted the pod and
-saw `pod_gone` from the pod watch. A change that alters the commands for this history fails here; guard it with
-`workflow.patched()`.
+Each was recorded from the live dev stack with `temporal workflow show -o json`:
+
+* `scalein_unscheduled_pod`: a pod that never got a Slurm node; the absent node confirmed by a fresh read;
+* `scalein_idle_node`, `scalein_busy_node_waits_for_its_job` (`make demo`): an idle node drained and deleted at
+  once; a busy one drained, the poll's signals carrying its job until it ended;
+* `scalein_busy_node_across_operator_kill9`, `update_busy_node_after_operator_kill9`
+  (tests/integration/test_operator_crash.py): the operator killed with -9 mid-way and started again;
+* `scalein_fallback_timer` (`python -m tests.replay.record_nodeset`): no news for three fallback periods, each
+  checking the pod (`workflow.patched("fallback-checks-the-pod")`) and reading the node.
+
+The kill -9 histories were recorded before that patch: they guard workflows started by older workers. A change
+that alters the commands for any of them fails here; guard it with `workflow.patched()`.
 """
 
 from __future__ import annotations
@@ -24,9 +31,14 @@ HISTORIES = sorted((Path(__file__).parent / "histories" / "nodeset").glob("*.jso
 
 
 def test_histories_were_recorded() -> None:
-    assert [p.stem for p in HISTORIES] == ["scalein_unscheduled_pod"]
-    events = [e["eventType"] for e in json.loads(HISTORIES[0].read_text())["events"]]
-    assert "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED" in events and events[-1].endswith("COMPLETED")
+    assert len(HISTORIES) == 6
+    for path in HISTORIES:
+        events = [e["eventType"] for e in json.loads(path.read_text())["events"]]
+        assert "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED" in events and events[-1].endswith("COMPLETED"), path.name
+    fallback = [
+        e["eventType"] for e in json.loads((HISTORIES[0].parent / "scalein_fallback_timer.json").read_text())["events"]
+    ]
+    assert "EVENT_TYPE_TIMER_FIRED" in fallback and "EVENT_TYPE_MARKER_RECORDED" in fallback, "the patch marker"
 
 
 async def test_every_history_replays() -> None:
