@@ -1,0 +1,895 @@
+"""Operator benchmark: NodeSet scale-out and scale-in through the operator vs slurmd started by hand, one run.
+
+Needs the local stack (``slinky dev up``; its worker nodes and the node agent run NodeSet pods as real slurmd).
+It makes a namespace with Secret ``slurm-jwt`` (the stack's JWT key) and an external Controller ``slurm``, runs
+the operator as its own process (``python -m workers.operator``, started through this file's
+``--operator-child`` shim, which only counts: every slurmrestd request the process makes, its reconciles and
+its node polls), and measures, per round:
+
+* **by hand** (the baseline): ``--pods`` slurmd started directly with the node agent's own runtime
+  (``SlurmdRuntime.start``: a network namespace each, the same configless arguments a NodeSet pod gets, called
+  through ``asyncio.to_thread`` as the agent does): start → every node IDLE in Slurm; then stopped, removed;
+* **scale-out**: a NodeSet (``oversubscribeNode: true``: the stack has 4 worker nodes) patched from 0 to
+  ``--pods`` replicas → every node IDLE in Slurm;
+* **scale-in**: patched back to 0. Per pod, the moment a tight slurmrestd poll (``--poll-ms``) first shows its
+  node drained, and the moment a Kubernetes watch shows the pod terminating, then gone: p50 and p99 of
+  drained → terminating; and the whole scale-in (patch → every pod gone).
+
+Both sides are seen by the same poll of ``GET nodes``. The operator's slurmrestd requests are split by endpoint
+and reported per reconcile and per poll, for the scale-out, ``--idle-seconds`` of steady state and the
+scale-in. Everything it made is deleted at the end (NodeSet first, then the namespace), also on an error or
+Ctrl-C. Usage::
+
+    .venv/bin/python bench/operator.py --pods 16
+    .venv/bin/python bench/operator.py --quick          # 2 pods, a smoke run
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Run as `python bench/operator.py`, this directory comes first on sys.path and this file would shadow the
+# standard library's `operator` (which `collections` imports): take the directory off the path first.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import base64  # noqa: E402
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import signal  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+from collections import Counter  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import httpx  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from slinky.clients.errors import KubeError, KubeNotFound  # noqa: E402
+from slinky.clients.kube import KubeClient  # noqa: E402
+from slinky.dev import slurmd_runtime, stack  # noqa: E402
+from slinky.dev import slurmd_spec as spec  # noqa: E402
+from slinky.operator import pods as builder  # noqa: E402
+from slinky.operator import slurm_state  # noqa: E402
+from slinky.operator.api.controller import Controller  # noqa: E402
+from slinky.operator.api.nodeset import NodeSet  # noqa: E402
+
+Obj = dict[str, Any]
+GROUP_VERSION = "slinky.slurm.net/v1beta1"
+API = f"/apis/{GROUP_VERSION}"
+NOT_IDLE_FLAGS = frozenset({"DRAIN", "NOT_RESPONDING", "DOWN", "FUTURE", "INVALID_REG", "COMPLETING"})
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def dist_ms(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "p50_ms": round(pct(values, 0.5) * 1000, 1),
+        "p99_ms": round(pct(values, 0.99) * 1000, 1),
+        "max_ms": round(max(values) * 1000, 1) if values else float("nan"),
+        "mean_ms": round(statistics.fmean(values) * 1000, 1) if values else float("nan"),
+        "n": len(values),
+    }
+
+
+def is_idle(states: Sequence[str]) -> bool:
+    return "IDLE" in states and not NOT_IDLE_FLAGS & set(states)
+
+
+def endpoint(method: str, path: str) -> str:
+    """``GET /slurm/v0.0.44/node/w-3`` -> ``GET node/{name}``: the request's kind, without names or ids."""
+    parts = path.split("?")[0].strip("/").split("/")
+    tail = parts[2:] if len(parts) > 2 and parts[0] == "slurm" else parts
+    if len(tail) >= 2 and tail[0] in ("node", "job", "partition", "reservation"):
+        tail = [tail[0], "{id}", *tail[2:]]
+    return f"{method} {'/'.join(tail)}"
+
+
+# ------------------------------------------------------------------------------------------- the operator shim
+def operator_child(stats_path: str) -> None:
+    """``python -m workers.operator``, unchanged, with three counters written to ``stats_path`` every 50 ms:
+    each slurmrestd request by endpoint (at ``SlurmClient._send``: one per HTTP request, retries included),
+    the NodeSetController's ``reconciles``, and its Controllers' ``polls`` and ``job_lists``."""
+    import workers.operator as op
+    from slinky.clients.slurm.client import SlurmClient
+    from workers.nodeset_controller import NodeSetController
+
+    requests: Counter[str] = Counter()
+
+    def source() -> str:
+        """Who asks, by the asyncio task's name in NodeSetController.run: a reconcile (`nodeset-worker-N`), the
+        shared poll (`node-poll-<Controller>`), or anything else (the scale-in workflows' activities)."""
+        task = asyncio.current_task()
+        name = task.get_name() if task else ""
+        if name.startswith("nodeset-worker"):
+            return "reconcile"
+        return "poll" if name.startswith("node-poll") else "activities"
+
+    controllers: list[Any] = []
+    original = SlurmClient._send
+
+    async def counting_send(self: SlurmClient, method: str, path: str, *, params: Any, body: Any) -> Any:
+        try:
+            return await original(self, method, path, params=params, body=body)
+        finally:  # counted once answered (or failed), so a poll's list and its `polls += 1` land together
+            requests[endpoint(method, path)] += 1
+            requests[f"from {source()}"] += 1
+
+    SlurmClient._send = counting_send  # type: ignore[method-assign]
+
+    class CountedController(NodeSetController):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            controllers.append(self)
+
+    setattr(op, "NodeSetController", CountedController)  # noqa: B010 (the name run_operator looks up)
+    target, tmp = Path(stats_path), Path(stats_path + ".tmp")
+
+    def write() -> None:
+        while True:
+            with contextlib.suppress(RuntimeError):  # a dict changed size while copied: next time
+                polls = [p for c in controllers for p in list(c.polls.values())]
+                snapshot = {
+                    "written": time.monotonic(),
+                    "controllers": len(controllers),
+                    "synced": bool(controllers) and all(c.synced.is_set() for c in controllers),
+                    "reconciles": sum(c.reconciles for c in controllers),
+                    "polls": sum(p.polls for p in polls),
+                    "job_lists": sum(p.job_lists for p in polls),
+                    "requests": dict(requests),
+                }
+                tmp.write_text(json.dumps(snapshot))
+                tmp.replace(target)
+            time.sleep(0.05)
+
+    threading.Thread(target=write, name="bench-stats", daemon=True).start()
+    op.main()
+
+
+def other_operators(own: int | None, namespace: str) -> list[int]:
+    """PIDs of other operator processes on this machine (`workers.operator`, or this shim) that watch this
+    run's namespace (every namespace, or a list with it): they may act on its NodeSet too and taint the figures.
+    One scoped to other namespaces (the stack's own, to `slurm`) does not count."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in (own, os.getpid()):
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"workers.operator" not in argv and b"--operator-child" not in argv:
+                continue
+            environ = dict(
+                item.split("=", 1)
+                for item in (entry / "environ").read_text(errors="replace").split("\0")
+                if "=" in item
+            )
+            scoped = json.loads(environ.get("SLINKY_OPERATOR__NAMESPACES") or "[]")
+            if not scoped or namespace in scoped:
+                found.append(int(entry.name))
+    return sorted(found)
+
+
+def delta(before: Obj, after: Obj) -> Obj:
+    """The operator's counters between two snapshots, and what they mean per reconcile, poll and pod."""
+    keys = set(before["requests"]) | set(after["requests"])
+    counted = {k: after["requests"].get(k, 0) - before["requests"].get(k, 0) for k in sorted(keys)}
+    by_endpoint = {k: v for k, v in counted.items() if v and not k.startswith("from ")}
+    by_source = {k[len("from ") :]: v for k, v in counted.items() if v and k.startswith("from ")}
+    out: Obj = {
+        "seconds": round(after["written"] - before["written"], 2),
+        "reconciles": after["reconciles"] - before["reconciles"],
+        "polls": after["polls"] - before["polls"],
+        "job_lists_by_poll": after["job_lists"] - before["job_lists"],
+        "requests": sum(by_endpoint.values()),
+        "by_endpoint": by_endpoint,
+        "by_source": by_source,
+    }
+    node_lists = by_endpoint.get("GET nodes", 0)
+    per_node = sum(v for k, v in by_endpoint.items() if k.split(" ")[1].startswith("node/"))
+    out["node_lists"] = node_lists
+    out["node_lists_per_poll"] = round(node_lists / out["polls"], 2) if out["polls"] else float("nan")
+    out["per_node_requests"] = per_node
+    out["requests_per_reconcile"] = round(out["requests"] / out["reconciles"], 2) if out["reconciles"] else None
+    own = by_source.get("reconcile", 0)
+    out["reconcile_own_requests_per_reconcile"] = round(own / out["reconciles"], 2) if out["reconciles"] else None
+    out["requests_per_poll"] = round(out["requests"] / out["polls"], 2) if out["polls"] else float("nan")
+    return out
+
+
+# ------------------------------------------------------------------------------------------- observers
+class NodePoll:
+    """A tight poll of slurmrestd's ``GET nodes``: when each watched node was first seen IDLE, drained, gone."""
+
+    def __init__(self, rest: httpx.AsyncClient, names: set[str], interval: float) -> None:
+        self.rest, self.names, self.interval = rest, names, interval
+        self.idle: dict[str, float] = {}
+        self.drained: dict[str, float] = {}
+        self.gone: dict[str, float] = {}
+        self.present: set[str] = set()
+        self.samples = 0
+        self._seen: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> NodePoll:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                answer = await self.rest.get("/nodes")
+                nodes = answer.json().get("nodes") or []
+            except (httpx.HTTPError, ValueError):
+                await asyncio.sleep(self.interval)
+                continue
+            now = time.monotonic()
+            self.samples += 1
+            present = set()
+            for node in nodes:
+                name = node.get("name", "")
+                if name not in self.names:
+                    continue
+                present.add(name)
+                states = [str(s) for s in node.get("state") or []]
+                if is_idle(states):
+                    self.idle.setdefault(name, now)
+                if slurm_state.is_drained(states):
+                    self.drained.setdefault(name, now)
+            for name in self._seen - present:
+                self.gone.setdefault(name, now)
+            self._seen |= present
+            self.present = present
+            await asyncio.sleep(self.interval)
+
+
+class PodWatch:
+    """A watch on the namespace's pods: when each was first seen Ready, terminating, deleted."""
+
+    def __init__(self, kube: KubeClient, namespace: str) -> None:
+        self.kube, self.namespace = kube, namespace
+        self.created: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+        self.ready: dict[str, float] = {}
+        self.terminating: dict[str, float] = {}
+        self.deleted: dict[str, float] = {}
+        self.live: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+        self.synced = asyncio.Event()
+
+    async def __aenter__(self) -> PodWatch:
+        self._task = asyncio.create_task(self._run())
+        await asyncio.wait_for(self.synced.wait(), 30)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def _see(self, kind: str, pod: Obj, now: float) -> None:
+        name = pod["metadata"]["name"]
+        if kind == "DELETED":
+            self.deleted.setdefault(name, now)
+            self.terminating.setdefault(name, now)
+            self.live.discard(name)
+            return
+        self.live.add(name)
+        self.created.setdefault(name, now)
+        if (pod.get("spec") or {}).get("nodeName"):
+            self.bound.setdefault(name, now)
+        if pod["metadata"].get("deletionTimestamp"):
+            self.terminating.setdefault(name, now)
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            self.ready.setdefault(name, now)
+
+    async def _run(self) -> None:
+        async for kind, obj in self.kube.list_watch(f"/api/v1/namespaces/{self.namespace}/pods"):
+            now = time.monotonic()
+            if kind == "SYNC":
+                self.live = set()
+                for pod in obj["items"]:
+                    self._see("ADDED", pod, now)
+                self.synced.set()
+            else:
+                self._see(kind, obj, now)
+
+
+async def until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout:.0f} s")
+        await asyncio.sleep(0.01)
+
+
+# ------------------------------------------------------------------------------------------- the benchmark
+class Bench:
+    def __init__(self, env: dict[str, str], args: argparse.Namespace) -> None:
+        self.env, self.args = env, args
+        token = Path(env["SLURM_JWT_FILE"]).read_text().strip()
+        self.rest = httpx.AsyncClient(
+            base_url=env["SLURM_REST_URL"] + "/slurm/v0.0.44",
+            headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token},
+            timeout=30,
+        )
+        self.kube = KubeClient.from_kubeconfig(env["KUBECONFIG"])
+        run = uuid.uuid4().hex[:5]
+        self.namespace = f"bench-op-{run}"
+        self.name = f"bo{run}"
+        """The NodeSet; its pods and Slurm nodes are `<name>-<i>`, the hand-started ones `<name>h-<i>`."""
+        self.task_queue = f"bench-operator-{run}"
+        self.names = [f"{self.name}-{i}" for i in range(args.pods)]
+        self.hand_names = [f"{self.name}h-{i}" for i in range(args.pods)]
+        self.tmp = Path(tempfile.mkdtemp(prefix="bench-operator-"))
+        self.stats_path = self.tmp / "stats.json"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.runtime = slurmd_runtime.SlurmdRuntime(
+            stack.STATE / "slurm" / "root",
+            self.tmp / "slurmd",
+            stack.STATE / "logs" / "bench-operator-slurmd",
+            stack.SLURM_CTL_HOST,
+        )
+        self.hand_uids: list[str] = []
+        self.made_namespace = False
+        self.log_path = stack.STATE / "logs" / "bench-operator.log"
+
+    # ------------------------------------------------------------------------------------- setup
+    def nodeset_body(self, name: str, replicas: int) -> Obj:
+        return {
+            "apiVersion": GROUP_VERSION,
+            "kind": "NodeSet",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {
+                "controllerRef": {"name": "slurm"},
+                "slurmd": {"image": "slurmd:26.05"},
+                "replicas": replicas,
+                "oversubscribeNode": True,
+            },
+        }
+
+    def controller_body(self) -> Obj:
+        return {
+            "apiVersion": GROUP_VERSION,
+            "kind": "Controller",
+            "metadata": {"name": "slurm", "namespace": self.namespace},
+            "spec": {
+                "external": True,
+                "externalConfig": {"host": stack.SLURM_CTL_HOST, "port": stack.PORTS.slurmctld},
+                "jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"},
+            },
+        }
+
+    async def setup(self) -> None:
+        key = (stack.STATE / "slurm" / "root" / "etc" / "slurm" / "jwt_hs256.key").read_bytes()
+        await self.kube.create("/api/v1/namespaces", {"metadata": {"name": self.namespace}})
+        self.made_namespace = True
+        await self.kube.create(
+            f"/api/v1/namespaces/{self.namespace}/secrets",
+            {"metadata": {"name": "slurm-jwt"}, "data": {"jwt.key": base64.b64encode(key).decode()}},
+        )
+        await self.kube.create(f"{API}/namespaces/{self.namespace}/controllers", self.controller_body())
+
+    def operator_source(self) -> Path:
+        """Where the operator's code comes from: this checkout, or `--operator-commit` exported to a temporary
+        directory (`git archive`; this file copied in), so edits under way in the checkout do not run."""
+        if not self.args.operator_commit:
+            return REPO
+        source = self.tmp / "source"
+        source.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", self.args.operator_commit], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
+        (source / "bench").mkdir(exist_ok=True)
+        (source / "bench" / "operator.py").write_bytes(Path(__file__).read_bytes())
+        return source
+
+    def start_operator(self) -> None:
+        source = self.operator_source()
+        env = {
+            **os.environ,
+            **self.env,
+            "PATH": os.environ["PATH"],
+            "SLINKY_OPERATOR__TASK_QUEUE": self.task_queue,
+            "SLINKY_OPERATOR__NAMESPACES": json.dumps([self.namespace]),
+        }
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bench.operator", "--operator-child", str(self.stats_path)],
+                cwd=source,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    async def stats(self) -> Obj:
+        """A snapshot of the operator's counters written after this call began."""
+        asked = time.monotonic()
+        deadline = asked + 10
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"the operator exited with {self.proc.returncode}; see {self.log_path}")
+            with contextlib.suppress(OSError, ValueError):
+                snapshot: Obj = json.loads(self.stats_path.read_text())
+                if snapshot["written"] > asked:
+                    return snapshot
+            await asyncio.sleep(0.02)
+        raise TimeoutError(f"no counters from the operator in 10 s; see {self.log_path}")
+
+    async def operator_ready(self) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError):
+                if (await self.stats())["synced"]:
+                    return
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"the operator did not sync in 60 s; see {self.log_path}")
+
+    async def nodeset_ready(self) -> None:
+        path = f"{API}/namespaces/{self.namespace}/nodesets/{self.name}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            conditions = ((await self.kube.get(path)).get("status") or {}).get("conditions") or []
+            if any(c["type"] == "ControllerReady" and c["status"] == "True" for c in conditions):
+                return
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"NodeSet {self.name}: no ControllerReady=True in 30 s; see {self.log_path}")
+
+    # ------------------------------------------------------------------------------------- by hand
+    def hand_container(self) -> Obj:
+        """The slurmd container the operator would give pod `<name>h-<i>`: same arguments, other names."""
+        body = self.nodeset_body(f"{self.name}h", 0)
+        body["metadata"]["uid"] = "bench"
+        pod = builder.build_pod(NodeSet.model_validate(body), Controller.model_validate(self.controller_body()), 0, "")
+        container: Obj = pod["spec"]["containers"][0]
+        return container
+
+    def free_slots(self, count: int) -> list[int]:
+        """Pod pool slots no pod of the node agent holds and no namespace uses, from the top of the pool
+        (the agent hands slots out from the bottom, round robin)."""
+        agent, _ = slurmd_runtime.read_state(stack.STATE / "slurmd-pods")
+        taken = {p.slot for p in agent.values()} | {
+            int(n[len(spec.NETNS_PREFIX) :]) for n in slurmd_runtime.our_namespaces()
+        }
+        slots = [s for s in range(spec.POOL_SIZE - 1, -1, -1) if s not in taken][:count]
+        if len(slots) < count:
+            raise RuntimeError("not enough free pod addresses")
+        return slots
+
+    async def by_hand(self) -> Obj:
+        """Start `--pods` slurmd with the node agent's runtime (as the agent calls it) → all IDLE; then stop them."""
+        container = self.hand_container()
+        pods = []
+        for name, slot in zip(self.hand_names, self.free_slots(len(self.hand_names)), strict=True):
+            uid = str(uuid.uuid4())
+            pods.append(
+                {
+                    "metadata": {"uid": uid, "namespace": self.namespace, "name": name},
+                    "spec": {"hostname": name},
+                    "status": {"podIP": spec.pod_address(slot)},  # the runtime keeps a free preferred slot
+                }
+            )
+        async with NodePoll(self.rest, set(self.hand_names), self.args.poll_ms / 1000) as poll:
+            started = time.monotonic()
+            self.hand_uids = [p["metadata"]["uid"] for p in pods]
+            await asyncio.gather(*(asyncio.to_thread(self.runtime.start, p, container) for p in pods))
+            spawned = time.monotonic()
+            await until(lambda: len(poll.idle) == len(self.hand_names), 120, "hand-started slurmd IDLE")
+        result = {
+            "all_idle_s": round(max(poll.idle.values()) - started, 3),
+            "all_spawned_s": round(spawned - started, 3),
+            "first_idle_s": round(min(poll.idle.values()) - started, 3),
+        }
+        await self.stop_by_hand()
+        return result
+
+    async def stop_by_hand(self) -> None:
+        uids, self.hand_uids = self.hand_uids, []
+
+        async def stop(uid: str) -> None:
+            await asyncio.to_thread(self.runtime.terminate, uid, 5.0)
+            await asyncio.to_thread(self.runtime.release, uid)
+
+        await asyncio.gather(*(stop(u) for u in uids), return_exceptions=True)
+        await self.forget_nodes(self.hand_names)
+
+    async def forget_nodes(self, names: Sequence[str]) -> None:
+        """Delete these Slurm nodes if Slurm still has them (dynamic nodes outlive their slurmd)."""
+        for name in names:
+            with contextlib.suppress(httpx.HTTPError):
+                await self.rest.delete(f"/node/{name}")
+
+    # ------------------------------------------------------------------------------------- the operator
+    async def scale(self, replicas: int) -> None:
+        await self.kube.patch(
+            f"{API}/namespaces/{self.namespace}/nodesets/{self.name}", {"spec": {"replicas": replicas}}
+        )
+
+    async def scale_out(self) -> tuple[Obj, Obj]:
+        before = await self.stats()
+        async with (
+            PodWatch(self.kube, self.namespace) as pods,
+            NodePoll(self.rest, set(self.names), self.args.poll_ms / 1000) as poll,
+        ):
+            started = time.monotonic()
+            await self.scale(len(self.names))
+            await until(lambda: len(poll.idle) == len(self.names), 180, "NodeSet nodes IDLE")
+            idle_at = time.monotonic()
+            with contextlib.suppress(TimeoutError):  # Ready follows IDLE by the agent's 0.5 s check
+                await until(lambda: set(self.names) <= set(pods.ready), 30, "NodeSet pods Ready")
+        after = await self.stats()
+        result = {
+            "all_idle_s": round(max(poll.idle.values()) - started, 3),
+            "first_idle_s": round(min(poll.idle.values()) - started, 3),
+            "all_pods_created_s": round(max(pods.created[n] for n in self.names) - started, 3),
+            "all_pods_bound_s": round(max(pods.bound[n] for n in self.names) - started, 3),
+            "all_pods_ready_s": round(max(pods.ready.values()) - started, 3) if pods.ready else None,
+            "seen_at_s": round(idle_at - started, 3),
+        }
+        return result, delta(before, after)
+
+    async def scale_in(self) -> tuple[Obj, Obj]:
+        before = await self.stats()
+        async with (
+            PodWatch(self.kube, self.namespace) as pods,
+            NodePoll(self.rest, set(self.names), self.args.poll_ms / 1000) as poll,
+        ):
+            await until(lambda: poll.samples > 0, 10, "first node poll")
+            started = time.monotonic()
+            await self.scale(0)
+            await until(lambda: set(self.names) <= set(pods.deleted), 180, "NodeSet pods deleted")
+            all_deleted = time.monotonic()
+            with contextlib.suppress(TimeoutError):
+                await until(lambda: set(self.names) <= set(poll.gone), 30, "NodeSet nodes gone from Slurm")
+        after = await self.stats()
+        to_terminating = [pods.terminating[n] - poll.drained[n] for n in self.names if n in poll.drained]
+        to_deleted = [pods.deleted[n] - poll.drained[n] for n in self.names if n in poll.drained]
+        to_drained = [poll.drained[n] - started for n in poll.drained]
+        result = {
+            "drained_to_terminating": dist_ms(to_terminating),
+            "drained_to_deleted": dist_ms(to_deleted),
+            "patch_to_drained": dist_ms(to_drained),
+            "never_seen_drained": sorted(set(self.names) - set(poll.drained)),
+            "total_s": round(max(pods.deleted[n] for n in self.names) - started, 3),
+            "slurm_nodes_gone_s": round(max(poll.gone.values()) - started, 3)
+            if set(self.names) <= set(poll.gone)
+            else None,
+            "seen_at_s": round(all_deleted - started, 3),
+            "samples": {"drained_to_terminating_s": [round(x, 4) for x in to_terminating]},
+        }
+        return result, delta(before, after)
+
+    async def idle(self) -> Obj:
+        before = await self.stats()
+        await asyncio.sleep(self.args.idle_seconds)
+        return delta(before, await self.stats())
+
+    async def scale_in_workflows(self) -> Obj:
+        """The run's NodeSetScaleIn workflows: all on this run's operator (none on another operator's task
+        queue), and where the time from the drain to the pod's deletion goes, from their histories."""
+        from temporalio.client import Client
+
+        client = await Client.connect(
+            self.env["TEMPORAL_ADDRESS"], namespace=self.env.get("TEMPORAL_NAMESPACE", "default")
+        )
+        query = f"WorkflowType='NodeSetScaleIn' AND SlinkyNamespace='{self.namespace}'"
+        found: list[Any] = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            found = [wf async for wf in client.list_workflows(query)]
+            if (
+                sum(1 for wf in found if wf.status and wf.status.name == "COMPLETED")
+                >= len(self.names) * self.args.rounds
+            ):
+                break
+            await asyncio.sleep(0.5)
+        queues = Counter(wf.task_queue for wf in found)
+        paths = [await history_path(client, wf.id, wf.run_id) for wf in found]
+        return {
+            "ours": queues.get(self.task_queue, 0),
+            "other_task_queues": sum(v for k, v in queues.items() if k != self.task_queue),
+            "statuses": dict(Counter(wf.status.name if wf.status else "?" for wf in found)),
+            "drain_to_delete": summarise_paths([p for p in paths if p]),
+        }
+
+    # ------------------------------------------------------------------------------------- cleanup
+    async def cleanup(self) -> Obj:
+        """NodeSet first (its pods go, their preStop takes the Slurm nodes), then the operator, leftover
+        scale-ins, the namespace and any Slurm node of this run."""
+        left: Obj = {}
+        with contextlib.suppress(Exception):
+            await self.stop_by_hand()
+        if self.made_namespace:
+            with contextlib.suppress(KubeNotFound):
+                await self.kube.delete(f"{API}/namespaces/{self.namespace}/nodesets/{self.name}")
+            deadline = time.monotonic() + 60
+            items: list[Obj] = []
+            while time.monotonic() < deadline:
+                try:
+                    items = (await self.kube.get(f"/api/v1/namespaces/{self.namespace}/pods"))["items"]
+                except KubeError:
+                    items = []
+                if not items:
+                    break
+                await asyncio.sleep(0.2)
+            left["pods_left_after_60s"] = len(items)
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                await asyncio.to_thread(self.proc.wait, 15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                await asyncio.to_thread(self.proc.wait, 10)
+        with contextlib.suppress(Exception):
+            left["scale_ins_terminated"] = await self.terminate_scale_ins()
+        if self.made_namespace:
+            with contextlib.suppress(KubeNotFound):
+                await self.kube.delete(f"/api/v1/namespaces/{self.namespace}")
+        await self.forget_nodes([*self.names, *self.hand_names])
+        await self.rest.aclose()
+        await self.kube.aclose()
+        return left
+
+    async def terminate_scale_ins(self) -> int:
+        from temporalio.client import Client
+
+        client = await Client.connect(
+            self.env["TEMPORAL_ADDRESS"], namespace=self.env.get("TEMPORAL_NAMESPACE", "default")
+        )
+        query = f"WorkflowType='NodeSetScaleIn' AND SlinkyNamespace='{self.namespace}' AND ExecutionStatus='Running'"
+        count = 0
+        async for wf in client.list_workflows(query):
+            await client.get_workflow_handle(wf.id, run_id=wf.run_id).terminate("bench/operator.py cleanup")
+            count += 1
+        return count
+
+    # ------------------------------------------------------------------------------------- the run
+    async def run(self) -> Obj:
+        results: Obj = {
+            "pods": self.args.pods,
+            "rounds": self.args.rounds,
+            "poll_ms": self.args.poll_ms,
+            "namespace": self.namespace,
+            "task_queue": self.task_queue,
+            "nodeset": self.name,
+        }
+        rounds: list[Obj] = []
+        rest: dict[str, list[Obj]] = {"scale_out": [], "idle": [], "scale_in": []}
+        try:
+            await self.setup()
+            self.start_operator()
+            await self.operator_ready()
+            await self.kube.create(f"{API}/namespaces/{self.namespace}/nodesets", self.nodeset_body(self.name, 0))
+            await self.nodeset_ready()  # its first reconcile: the Controller's poll starts, the PDB is made
+            others: set[int] = set(other_operators(self.proc.pid if self.proc else None, self.namespace))
+            for _ in range(self.args.rounds):
+                hand = await self.by_hand()
+                out, out_calls = await self.scale_out()
+                rest["idle"].append(await self.idle())
+                scale_in, in_calls = await self.scale_in()
+                rest["scale_out"].append(out_calls)
+                rest["scale_in"].append(in_calls)
+                rounds.append({"by_hand": hand, "scale_out": out, "scale_in": scale_in})
+            others |= set(other_operators(self.proc.pid if self.proc else None, self.namespace))
+            results["other_operator_processes"] = sorted(others)
+            results["scale_in_workflows"] = await self.scale_in_workflows()
+        finally:
+            results["cleanup"] = await self.cleanup()
+        results["rounds_detail"] = rounds
+        results["rest"] = {k: v[0] if len(v) == 1 else v for k, v in rest.items()}
+        results["summary"] = summarise(rounds, rest)
+        return results
+
+
+async def history_path(client: Any, workflow_id: str, run_id: str | None) -> Obj | None:
+    """From one scale-in's history: the drain call, then drain answered -> delete_pod scheduled (the
+    activities and workflow-task waits in between), then the delete call; seconds, by the server's clock."""
+    from temporalio.api.enums.v1 import EventType
+
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    names: dict[int, str] = {}
+    scheduled_at: dict[int, float] = {}
+    drained = delete_scheduled = delete_done = drain_started = -1.0
+    between: list[str] = []
+    task_waits: list[tuple[float, float]] = []
+    for e in history.events:
+        t = e.event_time.ToMicroseconds() / 1e6
+        kind = e.event_type
+        if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            name = e.activity_task_scheduled_event_attributes.activity_type.name
+            names[e.event_id] = name
+            if name == "nodeset_drain_node" and drain_started < 0:
+                drain_started = t
+            elif name == "nodeset_delete_pod":
+                delete_scheduled = t
+            elif drained >= 0 and delete_scheduled < 0:
+                between.append(name)
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            name = names.get(e.activity_task_completed_event_attributes.scheduled_event_id, "")
+            if name == "nodeset_drain_node" and drained < 0:
+                drained = t
+            elif name == "nodeset_delete_pod":
+                delete_done = t
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+            scheduled_at[e.event_id] = t
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            task_waits.append((t, t - scheduled_at.get(e.workflow_task_started_event_attributes.scheduled_event_id, t)))
+    if min(drained, delete_scheduled, delete_done, drain_started) < 0:
+        return None
+    return {
+        "drain_call": drained - drain_started,
+        "drained_to_delete_scheduled": delete_scheduled - drained,
+        "workflow_task_waits": sum(w for at, w in task_waits if drained <= at <= delete_scheduled),
+        "workflow_tasks": sum(1 for at, _ in task_waits if drained <= at <= delete_scheduled),
+        "activities_between": between,
+        "delete_call": delete_done - delete_scheduled,
+    }
+
+
+def summarise_paths(paths: list[Obj]) -> Obj:
+    if not paths:
+        return {}
+    out: Obj = {"n": len(paths)}
+    for key in ("drain_call", "drained_to_delete_scheduled", "workflow_task_waits", "delete_call"):
+        out[f"{key}_p50_ms"] = round(statistics.median(p[key] for p in paths) * 1000, 1)
+    out["workflow_tasks_p50"] = statistics.median(p["workflow_tasks"] for p in paths)
+    out["activities_between"] = dict(Counter(a for p in paths for a in p["activities_between"]))
+    return out
+
+
+def summarise(rounds: list[Obj], rest: dict[str, list[Obj]]) -> Obj:
+    hand = statistics.median(r["by_hand"]["all_idle_s"] for r in rounds)
+    out = statistics.median(r["scale_out"]["all_idle_s"] for r in rounds)
+    samples = [x for r in rounds for x in r["scale_in"]["samples"]["drained_to_terminating_s"]]
+    scale_in = dist_ms(samples)
+    calls = [c for phase in rest.values() for c in phase]
+    requests = sum(c["requests"] for c in calls)
+    reconciles = sum(c["reconciles"] for c in calls)
+    polls = sum(c["polls"] for c in calls)
+    node_lists = sum(c["node_lists"] for c in calls)
+    sources: Counter[str] = Counter()
+    for c in calls:
+        sources.update(c["by_source"])
+    own = sources.get("reconcile", 0)
+    pods = len(rounds[0]["scale_in"]["samples"]["drained_to_terminating_s"]) if rounds else 0
+    scale_in_calls = rest["scale_in"]
+    return {
+        "by_hand_all_idle_s": hand,
+        "scale_out_all_idle_s": out,
+        "scale_out_vs_by_hand": round(out / hand, 2) if hand else float("nan"),
+        "scale_in_drained_to_terminating_p50_s": round(scale_in["p50_ms"] / 1000, 3),
+        "scale_in_drained_to_terminating_p99_s": round(scale_in["p99_ms"] / 1000, 3),
+        "scale_in_total_s": statistics.median(r["scale_in"]["total_s"] for r in rounds),
+        "slurm_requests_per_reconcile": round(requests / reconciles, 2) if reconciles else None,
+        "reconcile_own_requests_per_reconcile": round(own / reconciles, 2) if reconciles else None,
+        "requests_by_source": dict(sources),
+        "slurm_requests_per_poll": round(requests / polls, 2) if polls else None,
+        "node_lists_per_poll": round(node_lists / polls, 2) if polls else None,
+        "scale_in_per_node_requests_per_pod": round(
+            sum(c["per_node_requests"] for c in scale_in_calls) / (pods * len(scale_in_calls)), 2
+        )
+        if pods and scale_in_calls
+        else None,
+        "goals": {
+            "scale_out_le_1_5x_by_hand": out <= 1.5 * hand,
+            "scale_in_p50_le_1s": scale_in["p50_ms"] <= 1000,
+            "one_node_list_per_poll": polls > 0 and node_lists == polls,
+        },
+    }
+
+
+def print_report(results: Obj) -> None:
+    s = results["summary"]
+    print(f"{results['pods']} pods, {results['rounds']} round(s), Slurm polled every {results['poll_ms']} ms")
+    print(f"{'measure':48} {'value':>12}")
+    rows = [
+        ("by hand: start -> all IDLE (s)", s["by_hand_all_idle_s"]),
+        ("operator scale-out 0->N: patch -> all IDLE (s)", s["scale_out_all_idle_s"]),
+        ("  ratio to by hand (goal <= 1.5)", s["scale_out_vs_by_hand"]),
+        ("scale-in: drained -> pod terminating p50 (s)", s["scale_in_drained_to_terminating_p50_s"]),
+        ("scale-in: drained -> pod terminating p99 (s)", s["scale_in_drained_to_terminating_p99_s"]),
+        ("scale-in N->0: patch -> all pods gone (s)", s["scale_in_total_s"]),
+        ("operator slurmrestd requests per reconcile", s["slurm_requests_per_reconcile"]),
+        ("  of them made by the reconcile itself", s["reconcile_own_requests_per_reconcile"]),
+        ("operator slurmrestd requests per poll", s["slurm_requests_per_poll"]),
+        ("node lists (GET nodes) per poll (goal 1)", s["node_lists_per_poll"]),
+        ("per-node requests per pod in the scale-in", s["scale_in_per_node_requests_per_pod"]),
+    ]
+    for label, value in rows:
+        print(f"{label:48} {value!s:>12}")
+    for phase, calls in results["rest"].items():
+        for c in calls if isinstance(calls, list) else [calls]:
+            print(
+                f"{phase:9} {c['seconds']:>6} s  reconciles {c['reconciles']:>4}  polls {c['polls']:>3}  "
+                f"requests {c['requests']:>4}  {c['by_source']}  {c['by_endpoint']}"
+            )
+    for i, r in enumerate(results["rounds_detail"]):
+        print(f"round {i + 1}: by hand {r['by_hand']}")
+        print(f"round {i + 1}: scale-out {r['scale_out']}")
+        si = {k: v for k, v in r["scale_in"].items() if k != "samples"}
+        print(f"round {i + 1}: scale-in {si}")
+    print(
+        "scale-in, drain -> delete from the workflow histories:",
+        results.get("scale_in_workflows", {}).get("drain_to_delete"),
+    )
+    print("goals:", s["goals"])
+    if results.get("other_operator_processes") or results.get("scale_in_workflows", {}).get("other_task_queues"):
+        print(
+            "WARNING: another operator ran meanwhile (pids {}; scale-ins on other task queues: {}): it may have "
+            "acted on this run's NodeSet, so the figures may be tainted".format(
+                results.get("other_operator_processes"), results.get("scale_in_workflows", {}).get("other_task_queues")
+            )
+        )
+    workflows = {k: v for k, v in results.get("scale_in_workflows", {}).items() if k != "drain_to_delete"}
+    print("scale-in workflows:", workflows, " cleanup:", results["cleanup"])
+
+
+async def measure(args: argparse.Namespace) -> Obj:
+    bench = Bench(stack.load_env_file(), args)
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if task is not None and threading.current_thread() is threading.main_thread():
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)  # clean up on SIGTERM as on Ctrl-C
+    try:
+        return await bench.run()
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGTERM)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--pods", type=int, default=16, help="NodeSet replicas, and slurmd started by hand")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 pods, 2.5 s of steady state")
+    parser.add_argument("--rounds", type=int, default=1, help="by hand, scale-out and scale-in, this many times")
+    parser.add_argument("--poll-ms", type=float, default=25.0, help="the benchmark's own poll of Slurm's nodes")
+    parser.add_argument("--idle-seconds", type=float, default=5.0, help="steady state counted between the two")
+    parser.add_argument("--json", metavar="PATH", help="also write the JSON summary to this file")
+    parser.add_argument(
+        "--operator-commit", metavar="REV", help="run the operator of this commit (default: the checkout as it is)"
+    )
+    parser.add_argument("--operator-child", metavar="STATS", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.operator_child:
+        operator_child(args.operator_child)
+        return 0
+    if args.quick:
+        args.pods, args.idle_seconds = 2, 2.5  # at least two of the 1 s polls in the steady state
+    if args.pods < 1 or args.rounds < 1:
+        raise SystemExit("--pods and --rounds must be at least 1")
+    results = asyncio.run(measure(args))
+    print_report(results)
+    print(json.dumps(results, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
