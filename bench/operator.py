@@ -39,6 +39,7 @@ import asyncio  # noqa: E402
 import base64  # noqa: E402
 import contextlib  # noqa: E402
 import json  # noqa: E402
+import shutil  # noqa: E402
 import signal  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -651,6 +652,7 @@ class Bench:
             with contextlib.suppress(KubeNotFound):
                 await self.kube.delete(f"/api/v1/namespaces/{self.namespace}")
         await self.forget_nodes([*self.names, *self.hand_names])
+        shutil.rmtree(self.tmp, ignore_errors=True)
         await self.rest.aclose()
         await self.kube.aclose()
         return left
