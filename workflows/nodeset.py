@@ -16,6 +16,7 @@ Workflow ID: `nodeset-scalein/<namespace>/<pod>/<pod uid>`, so each pod is drain
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
@@ -48,6 +49,8 @@ SA_PHASE = SearchAttributeKey.for_keyword("SlinkyPhase")
 CALL_FAILED = (ActivityError, ApplicationError)
 POD_GONE_CHECK = timedelta(seconds=10)
 PATCH_POD_CHECK = "fallback-checks-the-pod"
+PATCH_EVENTS_BESIDE = "events-beside-the-path"
+"""Histories from before Events ran beside the wait and the delete replay with them awaited in line."""
 """Histories from before the fallback also checked the pod replay without that call."""
 
 
@@ -71,6 +74,7 @@ class NodeSetScaleInWorkflow:
         self._forced = False
         """The force was carried out (the cancel ran, with or without jobs to cancel)."""
         self._inp: ScaleInInput | None = None
+        self._pending: list[asyncio.Task[None]] = []
         self._outcome: ScaleInOutcome = ""
 
     # ------------------------------------------------------------------------------------ interface
@@ -157,7 +161,13 @@ class NodeSetScaleInWorkflow:
         )
         drain = DrainInput(controller=inp.controller, node=inp.node, reason=reason)
         await self._probe("nodeset_drain_node", drain)
-        await self._event(inp.pod, "Draining", f"Slurm node {inp.node} drains before the pod is deleted ({inp.cause})")
+        draining = f"Slurm node {inp.node} drains before the pod is deleted ({inp.cause})"
+        # Events off the critical path: recorded beside the wait and the delete, awaited before the end.
+        beside = workflow.patched(PATCH_EVENTS_BESIDE)
+        if beside:
+            self._pending.append(asyncio.create_task(self._event(inp.pod, "Draining", draining)))
+        else:
+            await self._event(inp.pod, "Draining", draining)
         waited = await self._wait_drained(inp, drain)
         if waited == "gone":
             # Deleted under us (a person, the NodeSet or the namespace): its preStop took the node out of Slurm.
@@ -171,7 +181,11 @@ class NodeSetScaleInWorkflow:
             await self._event(inp.pod, "ScaleInStopped", f"scale-in {outcome}: Slurm node {inp.node} undrained")
             return await self._finish(outcome, inp)
         self._set_phase("deleting")
-        await self._event(inp.pod, "Drained", f"Slurm node {inp.node} is drained; deleting the pod")
+        drained = f"Slurm node {inp.node} is drained; deleting the pod"
+        if beside:
+            self._pending.append(asyncio.create_task(self._event(inp.pod, "Drained", drained)))
+        else:
+            await self._event(inp.pod, "Drained", drained)
         await self._do("nodeset_delete_pod", inp.pod)
         while not self._pod_gone:
             await self._wait(lambda: self._pod_gone, POD_GONE_CHECK)
@@ -254,6 +268,8 @@ class NodeSetScaleInWorkflow:
         workflow.upsert_search_attributes([SA_PHASE.value_set(phase)])
 
     async def _finish(self, outcome: ScaleInOutcome, inp: ScaleInInput) -> ScaleInResult:
+        if self._pending:
+            await asyncio.gather(*self._pending)  # best effort each: they never raise
         self._outcome = outcome
         self._set_phase("done")
         return ScaleInResult(outcome=outcome, node=inp.node, cancelled_jobs=self._cancelled)
