@@ -161,7 +161,6 @@ class NodeSetController:
         self._background: set[asyncio.Task[None]] = set()
         self.reconciles = 0
         self.synced = asyncio.Event()
-        self._failures: dict[Key, int] = {}
         self._conditions_seen: dict[tuple[Key, str], str] = {}
 
     # ------------------------------------------------------------------------------------ run
@@ -176,7 +175,10 @@ class NodeSetController:
                 for ns, path in watch_paths(PODS, self.namespaces)
             ),
             asyncio.create_task(self._watch_nodes(), name="watch-kube-nodes"),
-            *(asyncio.create_task(self._worker(), name=f"nodeset-worker-{i}") for i in range(self.workers)),
+            *(
+                asyncio.create_task(self.queue.serve(self.reconcile, "NodeSet"), name=f"nodeset-worker-{i}")
+                for i in range(self.workers)
+            ),
         ]
         try:
             await asyncio.gather(*tasks)
@@ -283,20 +285,6 @@ class NodeSetController:
         for key, raw in self.nodesets.items():
             if (raw.get("spec") or {}).get("scalingMode") == "DaemonSet":
                 self.queue.add(key)
-
-    async def _worker(self) -> None:
-        while True:
-            key = await self.queue.get()
-            try:
-                await self.reconcile(key)
-                self._failures.pop(key, None)
-            except Exception as err:  # one broken NodeSet never stops the others
-                failures = self._failures[key] = self._failures.get(key, 0) + 1
-                delay = min(0.5 * 2**failures, 30.0)
-                logger.warning("reconcile %s/%s failed (%s); again in %.1fs", *key, err, delay)
-                self.queue.add_later(key, delay)
-            finally:
-                self.queue.done(key)
 
     # ------------------------------------------------------------------------------------ node poll
     def _ensure_poll(self, controller: ControllerKey) -> ControllerPoll:

@@ -89,7 +89,6 @@ class TokenController:
         self.synced = asyncio.Event()
         self.reconciles = 0
         self.mints = 0
-        self._failures: dict[Key, int] = {}
         self._false_seen: dict[Key, str] = {}
 
     # ------------------------------------------------------------------------------------ run
@@ -103,7 +102,10 @@ class TokenController:
                 asyncio.create_task(self._watch_secrets(path), name=f"watch-token-secrets-{ns or 'all'}")
                 for ns, path in watch_paths(SECRETS, self.namespaces)
             ),
-            *(asyncio.create_task(self._worker(), name=f"token-worker-{i}") for i in range(self.workers)),
+            *(
+                asyncio.create_task(self.queue.serve(self.reconcile, "Token"), name=f"token-worker-{i}")
+                for i in range(self.workers)
+            ),
         ]
         try:
             await asyncio.gather(*tasks)
@@ -152,20 +154,6 @@ class TokenController:
             if ref.get("kind") == "Token" and (namespace, ref.get("name")) in self.tokens:
                 keys.add((namespace, str(ref["name"])))
         return keys
-
-    async def _worker(self) -> None:
-        while True:
-            key = await self.queue.get()
-            try:
-                await self.reconcile(key)
-                self._failures.pop(key, None)
-            except Exception as err:  # one broken Token never stops the others
-                failures = self._failures[key] = self._failures.get(key, 0) + 1
-                delay = min(0.5 * 2**failures, 30.0)
-                logger.warning("reconcile token %s/%s failed (%s); again in %.1fs", *key, err, delay)
-                self.queue.add_later(key, delay)
-            finally:
-                self.queue.done(key)
 
     # ------------------------------------------------------------------------------------ timers
     def _schedule(self, key: Key, at: float) -> None:

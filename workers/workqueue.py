@@ -4,6 +4,10 @@ and is run again if it was marked while being worked on. One broken object never
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+logger = logging.getLogger("workers.workqueue")
 
 Key = tuple[str, str]
 """(namespace, name) of the object to reconcile."""
@@ -17,6 +21,7 @@ class WorkQueue:
         self._queued: set[Key] = set()
         self._active: set[Key] = set()
         self._again: set[Key] = set()
+        self._failures: dict[Key, int] = {}
 
     def add(self, key: Key) -> None:
         if key in self._active:
@@ -39,3 +44,19 @@ class WorkQueue:
         if key in self._again:
             self._again.discard(key)
             self.add(key)
+
+    async def serve(self, reconcile: Callable[[Key], Awaitable[None]], kind: str) -> None:
+        """One worker: reconcile keys forever; a failing key is retried on its own backoff (0.5 s doubling to
+        30 s), so one broken object never stops the others."""
+        while True:
+            key = await self.get()
+            try:
+                await reconcile(key)
+                self._failures.pop(key, None)
+            except Exception as err:
+                failures = self._failures[key] = self._failures.get(key, 0) + 1
+                delay = min(0.5 * 2**failures, 30.0)
+                logger.warning("reconcile %s %s/%s failed (%s); again in %.1fs", kind, *key, err, delay)
+                self.add_later(key, delay)
+            finally:
+                self.done(key)
