@@ -15,9 +15,6 @@ import contextlib
 import logging
 from datetime import timedelta
 
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
@@ -32,7 +29,7 @@ from slinky.config import Settings
 from workers import leading
 from workers.capacity import FreeNodes
 from workers.gc import GarbageCollector
-from workers.leading import run_as_leader
+from workers.leading import connect_temporal, run_as_leader
 from workers.node_cache import NodeCache
 from workers.node_sync import NodeSyncer
 from workers.pod_watcher import PodWatcher
@@ -40,20 +37,6 @@ from workers.slurm_router import SlurmJobRouter
 from workflows.workload import WorkloadWorkflow
 
 logger = logging.getLogger("workers.bridge")
-
-
-async def connect_temporal(settings: Settings) -> Client:
-    runtime = None
-    if settings.telemetry.metrics_port:
-        # The SDK's own metrics (task latencies, slots, polls) on the next port.
-        address = f"{settings.telemetry.metrics_address}:{settings.telemetry.metrics_port + 1}"
-        runtime = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
-    return await Client.connect(
-        settings.temporal.address,
-        namespace=settings.temporal.namespace,
-        data_converter=pydantic_data_converter,
-        runtime=runtime,
-    )
 
 
 async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:

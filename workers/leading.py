@@ -1,4 +1,5 @@
-"""Run a process body only while this replica holds a Lease (the bridge's and the operator's, alike)."""
+"""What the bridge's and the operator's processes share: the Temporal client, and running a body only while
+this replica holds a Lease."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable
 
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
 from slinky.clients.kube import KubeClient
 from slinky.clients.leader import LeaderElector, LeadershipLost
 from slinky.config import Settings
@@ -18,6 +23,20 @@ from slinky.telemetry import configure_logging
 
 logger = logging.getLogger("workers.leading")
 Body = Callable[[Settings, asyncio.Event], Awaitable[None]]
+
+
+async def connect_temporal(settings: Settings) -> Client:
+    runtime = None
+    if settings.telemetry.metrics_port:
+        # The SDK's own metrics (task latencies, slots, polls) on the next port.
+        address = f"{settings.telemetry.metrics_address}:{settings.telemetry.metrics_port + 1}"
+        runtime = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+    return await Client.connect(
+        settings.temporal.address,
+        namespace=settings.temporal.namespace,
+        data_converter=pydantic_data_converter,
+        runtime=runtime,
+    )
 
 
 def default_identity() -> str:

@@ -24,8 +24,7 @@ from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
 from slinky.config import Settings
 from workers import leading
-from workers.bridge import connect_temporal
-from workers.leading import run_as_leader
+from workers.leading import connect_temporal, run_as_leader
 from workers.nodeset_controller import NodeSetController
 from workers.slurm_clients import SlurmClients
 from workers.token_controller import TokenController

@@ -16,6 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.integration.cluster import Kube, Slurm, Temporal, is_live
+from tests.integration.nodeset_jobs import HeldJob
 from tests.integration.operator_fixtures import GROUP, VERSION, objects, start_operator, stop_operator
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,6 +64,15 @@ def ns(kube: Kube, slurm: Slurm) -> Iterator[str]:
             slurm.cancel(slurm_job["job_id"])
     with contextlib.suppress(ApiException):
         kube.core.delete_namespace(name)
+
+
+@pytest.fixture
+def held_jobs() -> Iterator[list[HeldJob]]:
+    """Real batch jobs a test holds (tests/integration/nodeset_jobs.py); released or cancelled afterwards."""
+    held: list[HeldJob] = []
+    yield held
+    for job in held:
+        job.cleanup()
 
 
 # ------------------------------------------------------------------------------------------ the operator

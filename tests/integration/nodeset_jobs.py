@@ -9,6 +9,7 @@ from typing import Any
 
 from slinky.dev import stack
 from tests.integration.cluster import REST, Kube, Slurm
+from tests.integration.operator_fixtures import apply_nodeset, nodeset
 from tests.integration.waiting import eventually
 
 TIME_LIMIT_MINUTES = 10
@@ -82,3 +83,12 @@ def live_pods(kube: Kube, ns: str) -> list[dict[str, Any]]:
 def pod_names(kube: Kube, ns: str, *, terminating: bool = False) -> list[str]:
     pods = kube.pods(ns) if terminating else live_pods(kube, ns)
     return sorted(p["metadata"]["name"] for p in pods)
+
+
+def nodeset_up(kube: Kube, slurm: Slurm, ns: str, name: str, replicas: int, **spec: Any) -> list[str]:
+    """A NodeSet of `replicas` real slurmd pods, all Ready and IDLE in Slurm; their names."""
+    apply_nodeset(kube, ns, name, replicas=replicas, **spec)
+    names = [f"{name}-{i}" for i in range(replicas)]
+    eventually(lambda: nodeset(kube, ns, name).get("status", {}).get("readyReplicas") == replicas, 90, "Ready")
+    eventually(lambda: all_idle(slurm, names), 30, "Slurm nodes IDLE")
+    return names

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from temporalio.client import WorkflowExecutionStatus
 from slinky import wellknown
 from slinky.operator.models import ScaleInResult, ScaleInStatus
 from tests.integration.cluster import Kube, Slurm, Temporal, condition
-from tests.integration.nodeset_jobs import HeldJob, all_idle, live_pods, pod_names, slurm_node
+from tests.integration.nodeset_jobs import HeldJob, all_idle, live_pods, nodeset_up, pod_names, slurm_node
 from tests.integration.operator_fixtures import apply_nodeset, nodeset, objects, scale
 from tests.integration.waiting import eventually
 from workflows.nodeset import workflow_id
@@ -26,25 +25,8 @@ from workflows.nodeset import workflow_id
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def jobs(slurm: Slurm) -> Iterator[list[HeldJob]]:
-    held: list[HeldJob] = []
-    yield held
-    for job in held:
-        job.cleanup()
-
-
 def fresh_name() -> str:
     return f"w{uuid.uuid4().hex[:5]}"
-
-
-def up(kube: Kube, slurm: Slurm, ns: str, name: str, replicas: int, **spec: Any) -> list[str]:
-    """A NodeSet of `replicas` real slurmd pods, all Ready and IDLE in Slurm."""
-    apply_nodeset(kube, ns, name, replicas=replicas, **spec)
-    names = [f"{name}-{i}" for i in range(replicas)]
-    eventually(lambda: nodeset(kube, ns, name).get("status", {}).get("readyReplicas") == replicas, 90, "Ready")
-    eventually(lambda: all_idle(slurm, names), 30, "Slurm nodes IDLE")
-    return names
 
 
 def scale_in_status(temporal: Temporal, wf: str) -> ScaleInStatus:
@@ -60,13 +42,13 @@ def scale_in_result(temporal: Temporal, wf: str) -> ScaleInResult:
 
 
 def test_scale_in_takes_idle_nodes_first_and_waits_for_the_job_on_a_busy_one(
-    kube: Kube, slurm: Slurm, temporal: Temporal, cluster: str, jobs: list[HeldJob]
+    kube: Kube, slurm: Slurm, temporal: Temporal, cluster: str, held_jobs: list[HeldJob]
 ) -> None:
     ns, name = cluster, fresh_name()
-    names = up(kube, slurm, ns, name, 3)
+    names = nodeset_up(kube, slurm, ns, name, 3)
     busy = names[0]  # the lowest ordinal: by ordinal alone it would be the one kept
     job = HeldJob(slurm, busy)
-    jobs.append(job)
+    held_jobs.append(job)
     started = job.running()
     deadline = time.strftime(
         "%Y-%m-%dT%H:%M:%SZ", time.gmtime(started["start_time"]["number"] + 60 * started["time_limit"]["number"])
@@ -132,13 +114,13 @@ def test_scale_in_takes_idle_nodes_first_and_waits_for_the_job_on_a_busy_one(
 
 
 def test_a_rolling_update_replaces_idle_nodes_first_within_max_unavailable(
-    kube: Kube, slurm: Slurm, cluster: str, jobs: list[HeldJob]
+    kube: Kube, slurm: Slurm, cluster: str, held_jobs: list[HeldJob]
 ) -> None:
     ns, name = cluster, fresh_name()
-    names = up(kube, slurm, ns, name, 4, updateStrategy={"rollingUpdate": {"maxUnavailable": 1}})
+    names = nodeset_up(kube, slurm, ns, name, 4, updateStrategy={"rollingUpdate": {"maxUnavailable": 1}})
     busy = names[1]
     job = HeldJob(slurm, busy)
-    jobs.append(job)
+    held_jobs.append(job)
     job.running()
     old = nodeset(kube, ns, name)["status"]["nodeSetHash"]
     objects(kube).patch_namespaced_custom_object(
@@ -187,7 +169,7 @@ def test_a_rolling_update_replaces_idle_nodes_first_within_max_unavailable(
 
 def test_on_delete_replaces_only_deleted_pods(kube: Kube, slurm: Slurm, cluster: str) -> None:
     ns, name = cluster, fresh_name()
-    names = up(kube, slurm, ns, name, 2, updateStrategy={"type": "OnDelete"})
+    names = nodeset_up(kube, slurm, ns, name, 2, updateStrategy={"type": "OnDelete"})
     old = nodeset(kube, ns, name)["status"]["nodeSetHash"]
     objects(kube).patch_namespaced_custom_object(
         "slinky.slurm.net",
@@ -222,7 +204,7 @@ def test_a_cordoned_kubernetes_node_drains_its_slurm_node_and_a_foreign_reason_s
     kube: Kube, slurm: Slurm, cluster: str
 ) -> None:
     ns, name = cluster, fresh_name()
-    names = up(kube, slurm, ns, name, 2)
+    names = nodeset_up(kube, slurm, ns, name, 2)
     pods = {n: kube.pod(ns, n) or {} for n in names}
     owned_node, foreign_node = (pods[n]["spec"]["nodeName"] for n in names)
     admin = "admin: bad dimm, ticket 42"
@@ -265,7 +247,7 @@ def test_a_cordoned_kubernetes_node_drains_its_slurm_node_and_a_foreign_reason_s
 
 def test_deleting_a_nodeset_leaves_no_ghost_nodes_in_slurm(kube: Kube, slurm: Slurm, cluster: str) -> None:
     ns, name = cluster, fresh_name()
-    names = up(kube, slurm, ns, name, 3)
+    names = nodeset_up(kube, slurm, ns, name, 3)
     objects(kube).delete_namespaced_custom_object("slinky.slurm.net", "v1beta1", ns, "nodesets", name)
     eventually(lambda: not live_pods(kube, ns) and not kube.pods(ns), 60, "the garbage collector took the pods")
     eventually(lambda: all(slurm_node(slurm, n) is None for n in names), 20, "no ghost nodes")

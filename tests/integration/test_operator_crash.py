@@ -21,8 +21,8 @@ from temporalio.client import WorkflowExecutionStatus
 from slinky import wellknown
 from slinky.operator.models import ScaleInResult
 from tests.integration.cluster import Kube, Slurm, Temporal, condition
-from tests.integration.nodeset_jobs import HeldJob, all_idle, live_pods, pod_names, slurm_node
-from tests.integration.operator_fixtures import apply_nodeset, nodeset, objects, scale, start_operator, stop_operator
+from tests.integration.nodeset_jobs import HeldJob, all_idle, live_pods, nodeset_up, pod_names, slurm_node
+from tests.integration.operator_fixtures import nodeset, objects, scale, start_operator, stop_operator
 from tests.integration.waiting import eventually
 from workflows.nodeset import workflow_id
 
@@ -49,14 +49,6 @@ def operator_process(dev_env: dict[str, str], tmp_path: Path) -> Iterator[Operat
     op = Operator(dev_env, tmp_path / "operator.log")
     yield op
     stop_operator(op.proc)
-
-
-@pytest.fixture
-def jobs(slurm: Slurm) -> Iterator[list[HeldJob]]:
-    held: list[HeldJob] = []
-    yield held
-    for job in held:
-        job.cleanup()
 
 
 def runs(temporal: Temporal, wf: str) -> list[Any]:
@@ -86,16 +78,13 @@ def test_kill_9_during_a_scale_in_then_restart_finishes_it_without_killing_the_j
     temporal: Temporal,
     controller_ns: str,
     operator_process: Operator,
-    jobs: list[HeldJob],
+    held_jobs: list[HeldJob],
 ) -> None:
     ns, name = controller_ns, f"k{uuid.uuid4().hex[:5]}"
-    apply_nodeset(kube, ns, name, replicas=2)
-    names = [f"{name}-0", f"{name}-1"]
-    eventually(lambda: nodeset(kube, ns, name).get("status", {}).get("readyReplicas") == 2, 90, "Ready")
-    eventually(lambda: all_idle(slurm, names), 30, "IDLE")
+    names = nodeset_up(kube, slurm, ns, name, 2)
     busy = kube.pod(ns, names[0]) or {}
     job = HeldJob(slurm, names[0])
-    jobs.append(job)
+    held_jobs.append(job)
     job.running()
     eventually(lambda: (kube.pod(ns, names[0]) or {})["metadata"]["annotations"].get(wellknown.ANNOTATION_POD_DEADLINE))
 
@@ -132,16 +121,13 @@ def test_kill_9_during_a_rolling_update_then_restart_finishes_it(
     temporal: Temporal,
     controller_ns: str,
     operator_process: Operator,
-    jobs: list[HeldJob],
+    held_jobs: list[HeldJob],
 ) -> None:
     ns, name = controller_ns, f"k{uuid.uuid4().hex[:5]}"
-    apply_nodeset(kube, ns, name, replicas=3, updateStrategy={"rollingUpdate": {"maxUnavailable": 1}})
-    names = [f"{name}-{i}" for i in range(3)]
-    eventually(lambda: nodeset(kube, ns, name).get("status", {}).get("readyReplicas") == 3, 90, "Ready")
-    eventually(lambda: all_idle(slurm, names), 30, "IDLE")
+    names = nodeset_up(kube, slurm, ns, name, 3, updateStrategy={"rollingUpdate": {"maxUnavailable": 1}})
     old_uids = {n: (kube.pod(ns, n) or {})["metadata"]["uid"] for n in names}
     job = HeldJob(slurm, names[2])  # the highest ordinal: only its job keeps it from going first
-    jobs.append(job)
+    held_jobs.append(job)
     job.running()
     eventually(lambda: (kube.pod(ns, names[2]) or {})["metadata"]["annotations"].get(wellknown.ANNOTATION_POD_DEADLINE))
     old = nodeset(kube, ns, name)["status"]["nodeSetHash"]

@@ -19,6 +19,7 @@ import pytest
 from slinky.dev import slurmd_runtime, stack
 from slinky.dev import slurmd_spec as spec
 from tests.integration.cluster import REST, Kube, Slurm, condition, node_of
+from tests.integration.nodeset_jobs import slurm_node
 from tests.integration.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -66,14 +67,6 @@ def nodeset_pod(name: str, app: str, feature: str) -> dict[str, Any]:
             ],
         },
     }
-
-
-def slurm_node(slurm: Slurm, name: str) -> dict[str, Any] | None:
-    resp = slurm.http.get(f"{REST}/node/{name}", headers=slurm._headers())
-    if resp.status_code != 200:
-        return None
-    nodes = resp.json().get("nodes") or []
-    return dict(nodes[0]) if nodes else None
 
 
 def ready(pod: dict[str, Any] | None) -> bool:
