@@ -39,6 +39,12 @@ def scale(kube: Kube, ns: str, name: str, replicas: int) -> None:
     objects(kube).patch_namespaced_custom_object(GROUP, VERSION, ns, "nodesets", name, {"spec": {"replicas": replicas}})
 
 
+def patch_template(kube: Kube, ns: str, name: str, template: dict[str, Any]) -> None:
+    """Change the NodeSet's pod template (a new revision: a rolling update, or OnDelete's next pods)."""
+    body = {"spec": {"template": template}}
+    objects(kube).patch_namespaced_custom_object(GROUP, VERSION, ns, "nodesets", name, body)
+
+
 def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
     for cond in (obj.get("status") or {}).get("conditions") or []:
         if cond["type"] == type_:

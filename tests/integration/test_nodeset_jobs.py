@@ -18,7 +18,7 @@ from slinky import wellknown
 from slinky.operator.models import ScaleInResult, ScaleInStatus
 from tests.integration.cluster import Kube, Slurm, Temporal, condition
 from tests.integration.nodeset_jobs import HeldJob, all_idle, live_pods, nodeset_up, pod_names, slurm_node
-from tests.integration.operator_fixtures import apply_nodeset, nodeset, objects, scale
+from tests.integration.operator_fixtures import apply_nodeset, nodeset, objects, patch_template, scale
 from tests.integration.waiting import eventually
 from workflows.nodeset import workflow_id
 
@@ -123,14 +123,7 @@ def test_a_rolling_update_replaces_idle_nodes_first_within_max_unavailable(
     held_jobs.append(job)
     job.running()
     old = nodeset(kube, ns, name)["status"]["nodeSetHash"]
-    objects(kube).patch_namespaced_custom_object(
-        "slinky.slurm.net",
-        "v1beta1",
-        ns,
-        "nodesets",
-        name,
-        {"spec": {"template": {"metadata": {"annotations": {"example.com/rev": "2"}}}}},
-    )
+    patch_template(kube, ns, name, {"metadata": {"annotations": {"example.com/rev": "2"}}})
     new = eventually(lambda: (h := nodeset(kube, ns, name).get("status", {}).get("nodeSetHash")) != old and h, 10)
 
     replaced: list[str] = []
@@ -171,14 +164,7 @@ def test_on_delete_replaces_only_deleted_pods(kube: Kube, slurm: Slurm, cluster:
     ns, name = cluster, fresh_name()
     names = nodeset_up(kube, slurm, ns, name, 2, updateStrategy={"type": "OnDelete"})
     old = nodeset(kube, ns, name)["status"]["nodeSetHash"]
-    objects(kube).patch_namespaced_custom_object(
-        "slinky.slurm.net",
-        "v1beta1",
-        ns,
-        "nodesets",
-        name,
-        {"spec": {"template": {"metadata": {"labels": {"r": "2"}}}}},
-    )
+    patch_template(kube, ns, name, {"metadata": {"labels": {"r": "2"}}})
     eventually(lambda: nodeset(kube, ns, name).get("status", {}).get("nodeSetHash") != old, 10, "new revision")
     time.sleep(3)
     revisions = {

@@ -22,7 +22,7 @@ from slinky import wellknown
 from slinky.operator.models import ScaleInResult
 from tests.integration.cluster import Kube, Slurm, Temporal, condition
 from tests.integration.nodeset_jobs import HeldJob, all_idle, live_pods, nodeset_up, pod_names, slurm_node
-from tests.integration.operator_fixtures import nodeset, objects, scale, start_operator, stop_operator
+from tests.integration.operator_fixtures import nodeset, patch_template, scale, start_operator, stop_operator
 from tests.integration.waiting import eventually
 from workflows.nodeset import workflow_id
 
@@ -131,14 +131,7 @@ def test_kill_9_during_a_rolling_update_then_restart_finishes_it(
     job.running()
     eventually(lambda: (kube.pod(ns, names[2]) or {})["metadata"]["annotations"].get(wellknown.ANNOTATION_POD_DEADLINE))
     old = nodeset(kube, ns, name)["status"]["nodeSetHash"]
-    objects(kube).patch_namespaced_custom_object(
-        "slinky.slurm.net",
-        "v1beta1",
-        ns,
-        "nodesets",
-        name,
-        {"spec": {"template": {"metadata": {"labels": {"r": "2"}}}}},
-    )
+    patch_template(kube, ns, name, {"metadata": {"labels": {"r": "2"}}})
 
     def revision(n: str) -> str:
         pod = kube.pod(ns, n) or {}
