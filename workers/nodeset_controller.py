@@ -387,6 +387,9 @@ class NodeSetController:
             )
             return
         poll = self._ensure_poll(controller)
+        if not poll.synced and not poll.error:
+            self.queue.add_later(key, 0.2)  # no decision on an unread Slurm (upstream's RefreshNodeCache)
+            return
         if poll.error:
             await self._status(
                 key,

@@ -12,6 +12,7 @@ import base64
 import time
 from dataclasses import dataclass
 
+from slinky import wellknown
 from slinky.clients.errors import KubeNotFound
 from slinky.clients.kube import KubeClient
 from slinky.clients.slurm import SlurmApi, SlurmClient
@@ -40,6 +41,7 @@ class _Entry:
     key: dict[str, bytes]
     """The signing key the client's MintedToken reads on every request."""
     read_at: float
+    url: str
 
 
 class SlurmClients:
@@ -59,8 +61,11 @@ class SlurmClients:
             ) from None
         return Controller.model_validate(raw)
 
-    async def _read_key(self, key: ControllerKey) -> bytes:
+    async def _read_key(self, key: ControllerKey) -> tuple[bytes, str]:
+        """The Controller's signing key and its slurmrestd URL."""
         controller = await self.controller(key)
+        annotations = controller.metadata.get("annotations") or {}
+        url = str(annotations.get(wellknown.ANNOTATION_CONTROLLER_REST_URL) or self.rest_url)
         ref = controller.spec.jwt_key()
         if ref is None:
             raise ControllerProblem(
@@ -75,18 +80,21 @@ class SlurmClients:
         data = (secret.get("data") or {}).get(ref.key)
         if not data:
             raise ControllerProblem("JwtKeySecretNotFound", f"Secret {key.namespace}/{ref.name} has no key {ref.key}")
-        return base64.b64decode(data)
+        return base64.b64decode(data), url
 
     async def client(self, key: ControllerKey) -> SlurmApi:
-        """The client of `key`, its signing key re-read when older than a few seconds."""
+        """The client of `key`, its signing key (and URL) re-read when older than a few seconds."""
         entry = self._entries.get((key.namespace, key.name))
         now = time.monotonic()
         if entry is None or now - entry.read_at > KEY_TTL_SECONDS:
-            signing = await self._read_key(key)
+            signing, url = await self._read_key(key)
+            if entry is not None and entry.url != url:
+                await entry.client.aclose()
+                entry = None
             if entry is None:
                 holder = {"key": signing}
                 token = MintedToken(read_key=lambda: holder["key"])
-                entry = _Entry(SlurmClient(self.rest_url, token=token), holder, now)
+                entry = _Entry(SlurmClient(url, token=token), holder, now, url)
                 self._entries[(key.namespace, key.name)] = entry
             entry.key["key"], entry.read_at = signing, now
         return entry.client

@@ -72,3 +72,22 @@ def test_missing_jwt_key_secret_is_reported(kube: Kube, cluster: str) -> None:
     apply_nodeset(kube, ns, "nokey", replicas=1)
     cond = wait_for(lambda: condition(nodeset(kube, ns, "nokey"), "ControllerReady"), timeout=20, what="condition")
     assert cond["reason"] == "JwtKeySecretNotFound" and "slurm-jwt" in cond["message"]
+
+
+def test_an_unreachable_slurmrestd_is_reported_and_other_controllers_go_on(kube: Kube, cluster: str) -> None:
+    """A second external Controller whose slurmrestd does not answer (the `slinky.slurm.net/slurmrestd-url`
+    annotation names a closed port): its NodeSet says SlurmUnreachable, the stack's Controller's NodeSet runs."""
+    from slinky import wellknown
+    from tests.integration.operator_fixtures import GROUP, VERSION, objects
+
+    ns = cluster
+    far = objects(kube).get_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "slurm")
+    far["metadata"] = {"name": "far", "annotations": {wellknown.ANNOTATION_CONTROLLER_REST_URL: "http://127.0.0.1:9"}}
+    objects(kube).create_namespaced_custom_object(GROUP, VERSION, ns, "controllers", far)
+    apply_nodeset(kube, ns, "remote", replicas=1, controllerRef={"name": "far"})
+    apply_nodeset(kube, ns, "near", replicas=1)
+    cond = wait_for(lambda: condition(nodeset(kube, ns, "remote"), "ControllerReady"), 30, "condition")
+    assert cond["status"] == "False" and cond["reason"] == "SlurmUnreachable" and "slurmrestd" in cond["message"]
+    wait_for(lambda: [e for e in kube.events(ns, "remote") if e["reason"] == "SlurmUnreachable"], what="event")
+    assert "remote-0" not in pod_names(kube, ns), "nothing is made while Slurm cannot be asked"
+    wait_for(lambda: "near-0" in pod_names(kube, ns), what="the other Controller's NodeSet is reconciled")
