@@ -276,3 +276,34 @@ def test_daemonset_mode_follows_the_nodes_that_match(kube: Kube, slurm: Slurm, c
     finally:
         for node in workers:
             set_label(node, None)
+
+
+def test_scale_out_from_zero_to_four_then_a_failed_pod_is_made_again(kube: Kube, slurm: Slurm, cluster: str) -> None:
+    """0 -> 4 with real slurmd registering; then one slurmd dies under `restartPolicy: Never`: the pod is Failed,
+    the operator deletes it and makes it again under the same name (a new pod, the same Slurm node name)."""
+    import os
+    import signal
+
+    from slinky.dev import slurmd_runtime, stack
+
+    ns, name = cluster, fresh_name()
+    apply_nodeset(kube, ns, name, replicas=0, template={"spec": {"restartPolicy": "Never"}})
+    eventually(lambda: nodeset(kube, ns, name).get("status", {}).get("nodeSetHash"), 20, "reconciled at 0")
+    scale(kube, ns, name, 4)
+    names = [f"{name}-{i}" for i in range(4)]
+    eventually(lambda: all_idle(slurm, names), 60, "four Slurm nodes registered and IDLE")
+    eventually(lambda: nodeset(kube, ns, name).get("status", {}).get("readyReplicas") == 4, 20, "4 Ready")
+
+    victim = kube.pod(ns, names[1]) or {}
+    record = slurmd_runtime.read_state(stack.STATE / "slurmd-pods")[0][victim["metadata"]["uid"]]
+    os.kill(record.pid, signal.SIGKILL)
+    eventually(
+        lambda: (
+            (p := kube.pod(ns, names[1])) is not None
+            and p["metadata"]["uid"] != victim["metadata"]["uid"]
+            and condition(p, "Ready").get("status") == "True"
+        ),
+        60,
+        "the failed pod made again and Ready",
+    )
+    eventually(lambda: all_idle(slurm, names), 30, "its Slurm node back")
