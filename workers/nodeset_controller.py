@@ -458,6 +458,7 @@ class NodeSetController:
             revision=revision,
             poll=poll,
             condition=("ControllerReady", "True", "Reachable", "slurmrestd answers"),
+            desired=desired,
         )
 
     def _node_cordoned(self, pods: list[Obj]) -> frozenset[str]:
@@ -662,9 +663,14 @@ class NodeSetController:
         revision: str = "",
         poll: ControllerPoll | None = None,
         condition: tuple[str, str, str, str] | None = None,
+        desired: int | None = None,
     ) -> None:
         live = [p for p in owned if not is_terminating(p)]
         nodes = poll.nodes if poll else {}
+        extra = []
+        if poll is not None:
+            held = [(p["metadata"]["name"], nodes.get(hostname_of(p))) for p in live if updates.in_flight(p)]
+            extra.append(pod_sync.scale_in_condition(held))
         states = [nodes[h].states for p in live if (h := hostname_of(p)) in nodes]
         status: Obj = {
             "replicas": len(live),
@@ -676,7 +682,9 @@ class NodeSetController:
                 if revision
                 and p["metadata"].get("labels", {}).get(wellknown.LABEL_CONTROLLER_REVISION_HASH) == revision
             ),
-            "desired": nodeset.spec.replicas if nodeset.spec.replicas is not None else 1,
+            "desired": desired
+            if desired is not None
+            else (nodeset.spec.replicas if nodeset.spec.replicas is not None else 1),
             "selector": builder.selector_string(nodeset),
             "observedGeneration": nodeset.metadata.get("generation", 0),
             **slurm_state.counts(states),
@@ -684,7 +692,7 @@ class NodeSetController:
         status["unavailableReplicas"] = max(status["desired"] - status["readyReplicas"], 0)
         if revision:
             status["nodeSetHash"] = revision
-        conditions = self._conditions(key, nodeset, condition)
+        conditions = self._conditions(key, nodeset, condition, extra)
         if conditions is not None:
             status["conditions"] = conditions
         current = self.nodesets.get(key, {}).get("status") or {}
@@ -693,11 +701,17 @@ class NodeSetController:
         with contextlib.suppress(KubeNotFound):
             await self.kube.patch(nodeset_path(key[0], key[1], "status"), {"status": status})
 
-    def _conditions(self, key: Key, nodeset: NodeSet, condition: tuple[str, str, str, str] | None) -> list[Obj] | None:
-        """The NodeSet's conditions with `condition` set (its time kept while the status does not change);
-        a False condition that is new posts a Warning Event on the NodeSet."""
+    def _conditions(
+        self,
+        key: Key,
+        nodeset: NodeSet,
+        condition: tuple[str, str, str, str] | None,
+        extra: list[tuple[str, str, str, str]] | None = None,
+    ) -> list[Obj] | None:
+        """The NodeSet's conditions with `condition` (and `extra`, informational) set, each keeping its time
+        while its status does not change; a problem condition that turns False posts a Warning Event."""
         old = list((self.nodesets.get(key, {}).get("status") or {}).get("conditions") or [])
-        wanted: list[tuple[str, str, str, str]] = []
+        wanted: list[tuple[str, str, str, str]] = list(extra or [])
         if condition:
             wanted.append(condition)
             if condition[0] == "ControllerReady" or condition[1] == "True":
@@ -717,6 +731,8 @@ class NodeSetController:
                 "observedGeneration": nodeset.metadata.get("generation", 0),
             }
             seen_key = (key, type_)
+            if type_ == pod_sync.SCALE_IN_CONDITION:
+                continue
             if status == "False" and self._conditions_seen.get(seen_key) != f"{reason}:{message}":
                 self._event(key, nodeset, reason, message)
             self._conditions_seen[seen_key] = f"{reason}:{message}" if status == "False" else ""

@@ -335,17 +335,17 @@ def _parse_time(text: str) -> datetime | None:
 
 
 def ready_column(conditions: Sequence[Condition]) -> tuple[str, Condition | None]:
-    """("True", None) when every condition holds; else the reason of the first False one and that condition.
+    """("True", None) when the problem conditions (`SpecValid`, `ControllerReady`) hold; else the reason of the
+    first False one and that condition. Informational ones (`ScaleInProgress`) do not count.
 
-    ("Unknown", None) when there is no condition yet: no operator has reconciled the NodeSet.
+    ("Unknown", None) when there is no problem condition yet: no operator has reconciled the NodeSet.
     """
-    by_type = {c.type: c for c in conditions}
-    order = [*(t for t in PROBLEM_ORDER if t in by_type), *(t for t in by_type if t not in PROBLEM_ORDER)]
-    for type_ in order:
-        cond = by_type[type_]
-        if cond.status == "False":
+    by_type = {c.type: c for c in conditions if c.type in PROBLEM_ORDER}
+    for type_ in PROBLEM_ORDER:
+        cond = by_type.get(type_)
+        if cond is not None and cond.status == "False":
             return cond.reason or f"{type_}=False", cond
-    if conditions and all(c.status == "True" for c in conditions):
+    if by_type and all(c.status == "True" for c in by_type.values()):
         return "True", None
     return "Unknown", None
 

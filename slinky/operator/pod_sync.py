@@ -135,3 +135,25 @@ def cordon_action(pod: Obj, view: SlurmNodeView | None, node: Obj | None) -> Cor
     if draining and view.reason == reason:
         return CordonAction("none", reason=reason, why="already drained for this reason")
     return CordonAction("drain", reason=reason, why="cordoned")
+
+
+# ------------------------------------------------------------------------------------------ NodeSet condition
+SCALE_IN_CONDITION = "ScaleInProgress"
+"""Ours (not upstream's): why a NodeSet is not yet at its size, in `kubectl get nodeset -o yaml`."""
+
+
+def scale_in_condition(held: list[tuple[str, SlurmNodeView | None]]) -> tuple[str, str, str, str]:
+    """`(type, status, reason, message)` from the pods a scale-in holds, each with its node's view: True with
+    `WaitingForJobs` (naming the jobs and until when) or `Draining`; False with `NoScaleIn` when none runs."""
+    if not held:
+        return (SCALE_IN_CONDITION, "False", "NoScaleIn", "no pod is being drained")
+    parts = []
+    waiting = False
+    for pod, view in sorted(held, key=lambda item: item[0]):
+        if view is not None and view.jobs:
+            waiting = True
+            until = f" (time limit reached {view.deadline})" if view.deadline else ""
+            parts.append(f"{pod} waits for jobs {view.jobs} on Slurm node {view.name}{until}")
+        else:
+            parts.append(f"{pod} is draining")
+    return (SCALE_IN_CONDITION, "True", "WaitingForJobs" if waiting else "Draining", "; ".join(parts))

@@ -90,6 +90,12 @@ def test_scale_in_takes_idle_nodes_first_and_waits_for_the_job_on_a_busy_one(
         lambda: (c := condition(kube.pod(ns, busy), "SlurmNodeStateDrain")).get("status") == "True" and c, 10, "Drain"
     )
     assert drain["message"] == reason
+    why = eventually(
+        lambda: (c := condition(nodeset(kube, ns, name), "ScaleInProgress")).get("reason") == "WaitingForJobs" and c,
+        10,
+        "the NodeSet says why it is not at its size",
+    )
+    assert f"waits for jobs [{job.job_id}]" in why["message"] and deadline in why["message"]
     time.sleep(3)
     assert pod_names(kube, ns) == [busy], "the busy pod waits for its job"
     assert job.state() == "RUNNING", "a scale-in never kills a job"
@@ -110,6 +116,7 @@ def test_scale_in_takes_idle_nodes_first_and_waits_for_the_job_on_a_busy_one(
     assert slurm_node(slurm, busy) is None
     result = scale_in_result(temporal, wf)
     assert result.outcome == "deleted" and result.cancelled_jobs == []
+    eventually(lambda: condition(nodeset(kube, ns, name), "ScaleInProgress").get("reason") == "NoScaleIn", 10, "done")
     assert temporal.status(wf) == WorkflowExecutionStatus.COMPLETED
 
 

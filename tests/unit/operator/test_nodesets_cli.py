@@ -249,8 +249,13 @@ def test_a_list_row_carries_the_counts_of_the_status_and_the_desired_count_of_th
         ),
         ([cond("ControllerReady", "Unknown")], "Unknown", None),
         ([], "Unknown", None),
+        (
+            [cond("ControllerReady", "True"), cond("SpecValid", "True"), cond("ScaleInProgress", "False", "NoScaleIn")],
+            "True",
+            None,
+        ),
     ],
-    ids=["all-true", "spec-invalid", "controller-missing", "spec-first", "unknown", "never-reconciled"],
+    ids=["all-true", "spec-invalid", "controller-missing", "spec-first", "unknown", "never-reconciled", "info-only"],
 )
 def test_the_ready_column_names_the_first_problem(
     conditions: list[Condition], column: str, problem: str | None

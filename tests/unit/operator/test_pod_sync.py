@@ -89,3 +89,15 @@ def test_a_cordoned_pod_drains_and_a_down_unresponsive_node_is_left_alone() -> N
 def test_a_long_reason_is_bounded() -> None:
     reason = pod_sync.node_cordon_reason(node(True, "x" * 1000))
     assert len(reason) == pod_sync.REASON_MAX and reason.startswith(wellknown.OPERATOR_REASON_PREFIX)
+
+
+def test_the_scale_in_condition_says_what_each_held_pod_waits_for() -> None:
+    busy = SlurmNodeView(name="cpu-0", states=["MIXED", "DRAIN"], jobs=[7, 9], deadline="2026-11-25T02:00:00Z")
+    idle = SlurmNodeView(name="cpu-1", states=["IDLE", "DRAIN"])
+    type_, status, reason, message = pod_sync.scale_in_condition([("cpu-1", idle), ("cpu-0", busy)])
+    assert (type_, status, reason) == ("ScaleInProgress", "True", "WaitingForJobs")
+    assert message == (
+        "cpu-0 waits for jobs [7, 9] on Slurm node cpu-0 (time limit reached 2026-11-25T02:00:00Z); cpu-1 is draining"
+    )
+    assert pod_sync.scale_in_condition([("cpu-1", idle)])[2] == "Draining"
+    assert pod_sync.scale_in_condition([])[1:3] == ("False", "NoScaleIn")
