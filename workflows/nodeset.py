@@ -10,7 +10,9 @@ read confirms that it is gone and that no job still names it (upstream slurm-ope
 
 Operator actions: the `keep` signal (the NodeSet scaled back up before the pod was deleted: undrain,
 uncordon, end cleanly); the `abort` update (the same, asked by a person); the `force` update (cancel the
-node's jobs now, recorded in the history). The `status` query says which jobs hold the node and until when.
+node's jobs now, recorded in the history). A cancel (`temporal workflow cancel`) before the pod is deleted
+also undrains and uncordons, then ends the workflow as cancelled. The `status` query says which jobs hold
+the node and until when.
 Workflow ID: `nodeset-scalein/<namespace>/<pod>/<pod uid>`, so each pod is drained at most once at a time.
 """
 
@@ -144,6 +146,24 @@ class NodeSetScaleInWorkflow:
     # ------------------------------------------------------------------------------------ lifecycle
     @workflow.run
     async def run(self, inp: ScaleInInput) -> ScaleInResult:
+        try:
+            return await self._scale_in(inp)
+        except asyncio.CancelledError:
+            # `temporal workflow cancel`: leave the pod and its node as they were, unless it is already going.
+            if self._phase in ("cordoning", "draining"):
+                await self._do("nodeset_undrain_node", self._drain_input(inp), retry.SLURM_CLEANUP)
+                await self._do("nodeset_uncordon_pod", inp.pod, retry.SLURM_CLEANUP)
+                await self._event(inp.pod, "ScaleInStopped", f"scale-in cancelled: Slurm node {inp.node} undrained")
+            raise
+
+    @staticmethod
+    def _drain_input(inp: ScaleInInput) -> DrainInput:
+        reason = (slurm_state.update_reason if inp.cause == "update" else slurm_state.scale_in_reason)(
+            inp.pod.namespace, inp.pod.name
+        )
+        return DrainInput(controller=inp.controller, node=inp.node, reason=reason)
+
+    async def _scale_in(self, inp: ScaleInInput) -> ScaleInResult:
         self._inp = inp
         workflow.upsert_search_attributes(
             [
@@ -156,10 +176,7 @@ class NodeSetScaleInWorkflow:
         if not await self._call("nodeset_cordon_pod", inp.pod, bool):
             return await self._finish("gone", inp)
         self._set_phase("draining")
-        reason = (slurm_state.update_reason if inp.cause == "update" else slurm_state.scale_in_reason)(
-            inp.pod.namespace, inp.pod.name
-        )
-        drain = DrainInput(controller=inp.controller, node=inp.node, reason=reason)
+        drain = self._drain_input(inp)
         await self._probe("nodeset_drain_node", drain)
         draining = f"Slurm node {inp.node} drains before the pod is deleted ({inp.cause})"
         # Events off the critical path: recorded beside the wait and the delete, awaited before the end.

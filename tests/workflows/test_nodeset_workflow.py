@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -352,3 +352,16 @@ async def test_a_pod_gone_without_a_signal_is_found_at_the_fallback(started: Any
     fake.pod_exists = False
     await env.sleep(31)
     assert (await handle.result()).outcome == "gone" and "pod_gone?" in fake.calls and "delete" not in fake.calls
+
+
+async def test_a_cancel_while_draining_undrains_and_uncordons(started: Any) -> None:
+    """`temporal workflow cancel` leaves the pod and its node as they were before the scale-in."""
+    fake, start = started
+    fake.states, fake.jobs = ["ALLOCATED"], [1]
+    handle = await start()
+    await draining(handle)
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    assert fake.calls[-2:] == ["undrain", "uncordon"] and "delete" not in fake.calls
+    assert "DRAIN" not in fake.states and "ScaleInStopped" in fake.events
