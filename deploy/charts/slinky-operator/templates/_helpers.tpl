@@ -1,0 +1,119 @@
+{{/* Full name of the release's objects: <release> when it already holds the chart name. */}}
+{{- define "slinky-operator.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "slinky-operator.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: slinky-temporal
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "slinky-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "slinky-operator.serviceAccountName" -}}
+{{- if .Values.operator.serviceAccount.create -}}
+{{- default (include "slinky-operator.fullname" .) .Values.operator.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.operator.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "slinky-operator.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* The Lease of the leader election: one per installation. */}}
+{{- define "slinky-operator.leaseName" -}}
+{{- include "slinky-operator.fullname" . -}}
+{{- end -}}
+
+{{/* operator.namespaces as a JSON list, from a list or upstream's comma-separated string. */}}
+{{- define "slinky-operator.namespaces" -}}
+{{- $given := .Values.operator.namespaces -}}
+{{- $names := list -}}
+{{- if kindIs "string" $given -}}
+{{- range splitList "," $given -}}
+{{- with trim . -}}
+{{- $names = append $names . -}}
+{{- end -}}
+{{- end -}}
+{{- else -}}
+{{- $names = default (list) $given -}}
+{{- end -}}
+{{- $names | uniq | toJson -}}
+{{- end -}}
+
+{{- /*
+The rules of the namespaced resources, from the code (callers of slinky/clients/kube.py that the operator runs):
+  pods                  get (scale-in activities), list watch (NodeSet pod watch), create (new pods),
+                        patch (annotations, labels), delete (failed pods, drift, drained pods)
+                                                        workers/nodeset_controller.py, activities/nodeset.py
+  pods/status           patch (SlurmNodeState* conditions)                 workers/nodeset_controller.py
+  secrets               get (Controller jwtKeyRef, Token Secrets), list watch (Token Secrets), create patch
+                        (the Token's JWT Secret)              workers/slurm_clients.py, workers/token_controller.py
+  events                create (Events on NodeSets, pods, Tokens)          slinky/clients/events.py
+  poddisruptionbudgets  create (the Controller's shared <controller>-workers-pdb, policy/v1beta1 on 1.20)
+  nodesets, tokens      list watch; their /status patch; their /finalizers update (the ownerReferences with
+                        blockOwnerDeletion on pods and Secrets, when OwnerReferencesPermissionEnforcement is on)
+  controllers           get (the NodeSet's controllerRef)                  workers/slurm_clients.py
+*/ -}}
+{{- define "slinky-operator.namespacedRules" -}}
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [create]
+- apiGroups: [slinky.slurm.net]
+  resources: [nodesets, tokens]
+  verbs: [list, watch]
+- apiGroups: [slinky.slurm.net]
+  resources: [nodesets/status, tokens/status]
+  verbs: [patch]
+- apiGroups: [slinky.slurm.net]
+  resources: [nodesets/finalizers, tokens/finalizers]
+  verbs: [update]
+- apiGroups: [slinky.slurm.net]
+  resources: [controllers]
+  verbs: [get]
+{{- end -}}
+
+{{/* Kubernetes nodes, always cluster-wide: the node watch (cordon propagation, DaemonSet mode). */}}
+{{- define "slinky-operator.clusterRules" -}}
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list, watch]
+{{- end -}}
+
+{{/* Restricted container security context (non-root, read-only root, no capabilities), as the bridge's. */}}
+{{- define "slinky-operator.containerSecurity" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+capabilities:
+  drop: [ALL]
+{{- end -}}
