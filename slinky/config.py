@@ -111,7 +111,8 @@ class OperatorSettings(BaseModel):
     scale_in_fallback_seconds: float = Field(
         60.0, description="A scale-in re-reads its node this often when no poll signal came."
     )
-    workers: int = Field(4, description="Reconciles that run at once (one per NodeSet at a time).")
+    workers: int = Field(4, description="NodeSet reconciles that run at once (one per NodeSet at a time).")
+    token_workers: int = Field(2, description="Token reconciles that run at once (one per Token at a time).")
     namespaces: list[str] = Field(default_factory=list, description="Watch only these namespaces; empty: all.")
 
 

@@ -607,6 +607,13 @@ class NodeSetController:
         if action.kind == "none" or view is None:
             return
         try:
+            # The poll's view may be a second old: decide again on a fresh read, so an admin's DRAIN that
+            # landed meanwhile is never overwritten (one read, only when the step would write).
+            fresh = await slurm.get_node(view.name)
+            view = SlurmNodeView(name=view.name, states=list(fresh.state), reason=fresh.reason, jobs=view.jobs)
+            action = pod_sync.cordon_action(pod, view, node)
+            if action.kind == "none":
+                return
             if action.kind == "drain":
                 await slurm.drain_node(view.name, action.reason)
                 self._pod_event(pod, "Cordoned", f"Slurm node {view.name} drains: {action.reason}")

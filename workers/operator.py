@@ -84,7 +84,10 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
     )
     tasks = [
         asyncio.create_task(controller.run(), name="nodeset-controller"),
-        asyncio.create_task(TokenController(kube, events, namespaces=ops.namespaces).run(), name="token-controller"),
+        asyncio.create_task(
+            TokenController(kube, events, workers=ops.token_workers, namespaces=ops.namespaces).run(),
+            name="token-controller",
+        ),
     ]
     try:
         async with events, worker:

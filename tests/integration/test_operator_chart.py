@@ -161,11 +161,12 @@ def test_render_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         "temporal-frontend.temporal.svc:7233",
         "default",
     )
-    assert (ops.task_queue, ops.rest_url, ops.namespaces, ops.workers) == (
+    assert (ops.task_queue, ops.rest_url, ops.namespaces, ops.workers, ops.token_workers) == (
         "slinky-operator",
         "http://slurm-restapi.slurm:6820",
         [],
         4,
+        2,
     )
     assert (ops.node_poll_seconds, ops.scale_in_fallback_seconds, ops.lease_name) == (1, 60, "slinky-operator")
     election = settings.leader_election
@@ -184,6 +185,7 @@ def test_other_values_reach_the_settings(monkeypatch: pytest.MonkeyPatch) -> Non
         "operator": {
             "replicas": 3,
             "nodesetWorkers": 8,
+            "tokenWorkers": 3,
             "nodePollSeconds": 0.5,
             "scaleInFallbackSeconds": 30,
             "namespaces": " team-a, team-b ,team-a",  # upstream's comma-separated form
@@ -225,7 +227,7 @@ def test_other_values_reach_the_settings(monkeypatch: pytest.MonkeyPatch) -> Non
     )
     assert ops.rest_url == "https://slurmrestd.example:6820"
     assert ops.namespaces == ["team-a", "team-b"]
-    assert (ops.workers, ops.node_poll_seconds, ops.scale_in_fallback_seconds) == (8, 0.5, 30)
+    assert (ops.workers, ops.token_workers, ops.node_poll_seconds, ops.scale_in_fallback_seconds) == (8, 3, 0.5, 30)
     assert ops.lease_name == "ops-b-slinky-operator"
     election = settings.leader_election
     assert (election.namespace, election.lease_seconds, election.renew_deadline_seconds, election.retry_seconds) == (
@@ -372,7 +374,7 @@ def test_the_chart_carries_no_crds() -> None:
         ({"operator": {"namespaces": "a;b"}}, "/operator/namespaces"),
         ({"operator": {"leaderElection": "yes"}}, "/operator/leaderElection"),
         ({"operator": {"pdb": {"minAvailable": "half"}}}, "/operator/pdb/minAvailable"),
-        ({"operator": {"tokenWorkers": 4}}, "tokenWorkers"),
+        ({"operator": {"tokenWorkers": 0}}, "/operator/tokenWorkers"),
         ({"temporl": {}}, "temporl"),
     ],
 )
