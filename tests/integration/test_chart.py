@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import helm_python as helm
-import kubernetes_validate
 import pytest
 import yaml
 
 from slinky.config import Settings
+from tests.integration.charts import assert_valid_for_1_20
 
 pytestmark = pytest.mark.integration
 
@@ -254,16 +254,7 @@ def test_lint_strict_for_kubernetes_1_20() -> None:
 # kubernetes-validate's bundled schemas name a $schema that jsonschema does not know (harmless).
 @pytest.mark.filterwarnings("ignore:The metaschema specified by .schema was not found:DeprecationWarning")
 def test_manifests_match_kubernetes_1_20_schemas(values: dict[str, Any]) -> None:
-    docs = render(values)
-    assert docs
-    for doc in docs:
-        ident = f"{doc['kind']}/{doc['metadata']['name']}"
-        try:
-            kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
-        except kubernetes_validate.SchemaNotFoundError as err:  # a WARN on the CLI: fail here
-            pytest.fail(f"{ident}: no Kubernetes {KUBE_VERSION} schema: {err}")
-        except kubernetes_validate.ValidationError as err:
-            pytest.fail(f"{ident}: {err.message} at {'.'.join(map(str, err.path))}")
+    assert_valid_for_1_20(render(values))
 
 
 # ------------------------------------------------------------------------------------------ live
