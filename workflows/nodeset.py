@@ -77,6 +77,8 @@ class NodeSetScaleInWorkflow:
         """The force was carried out (the cancel ran, with or without jobs to cancel)."""
         self._inp: ScaleInInput | None = None
         self._pending: list[asyncio.Task[None]] = []
+        self._beside = False
+        """Events run in a lane of their own, in order, off the scale-in's path (patched)."""
         self._outcome: ScaleInOutcome = ""
 
     # ------------------------------------------------------------------------------------ interface
@@ -153,7 +155,8 @@ class NodeSetScaleInWorkflow:
             if self._phase in ("cordoning", "draining"):
                 await self._do("nodeset_undrain_node", self._drain_input(inp), retry.SLURM_CLEANUP)
                 await self._do("nodeset_uncordon_pod", inp.pod, retry.SLURM_CLEANUP)
-                await self._event(inp.pod, "ScaleInStopped", f"scale-in cancelled: Slurm node {inp.node} undrained")
+                await self._note(inp.pod, "ScaleInStopped", f"scale-in cancelled: Slurm node {inp.node} undrained")
+            await self._flush()
             raise
 
     @staticmethod
@@ -180,11 +183,8 @@ class NodeSetScaleInWorkflow:
         await self._probe("nodeset_drain_node", drain)
         draining = f"Slurm node {inp.node} drains before the pod is deleted ({inp.cause})"
         # Events off the critical path: recorded beside the wait and the delete, awaited before the end.
-        beside = workflow.patched(PATCH_EVENTS_BESIDE)
-        if beside:
-            self._pending.append(asyncio.create_task(self._event(inp.pod, "Draining", draining)))
-        else:
-            await self._event(inp.pod, "Draining", draining)
+        self._beside = workflow.patched(PATCH_EVENTS_BESIDE)
+        await self._note(inp.pod, "Draining", draining)
         waited = await self._wait_drained(inp, drain)
         if waited == "gone":
             # Deleted under us (a person, the NodeSet or the namespace): its preStop took the node out of Slurm.
@@ -195,14 +195,11 @@ class NodeSetScaleInWorkflow:
             await self._do("nodeset_undrain_node", drain, retry.SLURM)
             await self._do("nodeset_uncordon_pod", inp.pod)
             outcome: ScaleInOutcome = "aborted" if self._abort else "kept"
-            await self._event(inp.pod, "ScaleInStopped", f"scale-in {outcome}: Slurm node {inp.node} undrained")
+            await self._note(inp.pod, "ScaleInStopped", f"scale-in {outcome}: Slurm node {inp.node} undrained")
             return await self._finish(outcome, inp)
         self._set_phase("deleting")
         drained = f"Slurm node {inp.node} is drained; deleting the pod"
-        if beside:
-            self._pending.append(asyncio.create_task(self._event(inp.pod, "Drained", drained)))
-        else:
-            await self._event(inp.pod, "Drained", drained)
+        await self._note(inp.pod, "Drained", drained)
         await self._do("nodeset_delete_pod", inp.pod)
         while not self._pod_gone:
             await self._wait(lambda: self._pod_gone, POD_GONE_CHECK)
@@ -220,7 +217,7 @@ class NodeSetScaleInWorkflow:
             )
         except CALL_FAILED:
             message = f"could not make sure Slurm node {inp.node} left Slurm; check `sinfo -n {inp.node}`"
-            await self._event(inp.pod, "ForgetFailed", message, "Warning")
+            await self._note(inp.pod, "ForgetFailed", message, "Warning")
 
     async def _wait_drained(self, inp: ScaleInInput, drain: DrainInput) -> WaitOutcome:
         """ "drained" once the node is drained (or confirmed gone); "stopped" when asked to keep or abort;
@@ -236,7 +233,7 @@ class NodeSetScaleInWorkflow:
             if self._force_pending():
                 self._cancelled = await self._call("nodeset_cancel_node_jobs", ref, list[int], retry.SLURM)
                 self._forced = True
-                await self._event(inp.pod, "ForcedScaleIn", f"cancelled jobs {self._cancelled} on {inp.node}")
+                await self._note(inp.pod, "ForcedScaleIn", f"cancelled jobs {self._cancelled} on {inp.node}")
             view = self._view
             if view is not None and not view.exists:
                 confirmed = await self._probe("nodeset_read_node", ref)
@@ -285,8 +282,7 @@ class NodeSetScaleInWorkflow:
         workflow.upsert_search_attributes([SA_PHASE.value_set(phase)])
 
     async def _finish(self, outcome: ScaleInOutcome, inp: ScaleInInput) -> ScaleInResult:
-        if self._pending:
-            await asyncio.gather(*self._pending)  # best effort each: they never raise
+        await self._flush()
         self._outcome = outcome
         self._set_phase("done")
         return ScaleInResult(outcome=outcome, node=inp.node, cancelled_jobs=self._cancelled)
@@ -307,6 +303,28 @@ class NodeSetScaleInWorkflow:
 
     async def _do(self, name: str, arg: Any, policy: Any = retry.KUBE) -> None:
         await workflow.execute_activity(name, arg, start_to_close_timeout=retry.CALL_TIMEOUT, retry_policy=policy)
+
+    async def _note(
+        self, pod: PodRef, reason: str, message: str, type_: Literal["Normal", "Warning"] = "Normal"
+    ) -> None:
+        """An Event: in the Events' own lane (after the one before it, never in the scale-in's way), or, for
+        histories from before that lane, awaited in line."""
+        if not self._beside:
+            await self._event(pod, reason, message, type_)
+            return
+        before = self._pending[-1] if self._pending else None
+
+        async def lane() -> None:
+            if before is not None:
+                await before
+            await self._event(pod, reason, message, type_)
+
+        self._pending.append(asyncio.create_task(lane()))
+
+    async def _flush(self) -> None:
+        """Wait for the Events still in their lane (each is best effort and never raises)."""
+        if self._pending:
+            await asyncio.gather(*self._pending)
 
     async def _event(
         self, pod: PodRef, reason: str, message: str, type_: Literal["Normal", "Warning"] = "Normal"
