@@ -180,7 +180,10 @@ class PodWatcher:
                 self._send(workload_workflow_id(ns, uid), ref, PodEventKind.GONE)
             return
         group = group_of(pod)
-        workflow_id = previous.workflow_id if previous else self._workflow_id(ref, group)
+        # The lifecycle that took the pod wrote its ID on it: trust that over the gang object's current UID (a
+        # gang object deleted, or made again under the same name, while this process was away).
+        claimed = (meta.get("annotations") or {}).get(wellknown.ANNOTATION_WORKFLOW_ID) if labelled else None
+        workflow_id = previous.workflow_id if previous else (claimed or self._workflow_id(ref, group))
         if workflow_id is None:
             assert group is not None
             self._spawn(self._resolve(group, kind, pod))

@@ -109,3 +109,47 @@ async def test_a_missing_gang_object_is_told_on_the_pod_through_the_recorder() -
         ("GangObjectInvalid", "Warning", "u1")
     ]
     assert "not found; the pod waits until it exists" in posted[0]["message"]
+
+
+class _Signals:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    def get_workflow_handle(self, workflow_id: str) -> Any:
+        sent = self.sent
+
+        class _Handle:
+            async def signal(self, name: str, event: Any) -> None:
+                sent.append((workflow_id, event.kind))
+
+        return _Handle()
+
+
+async def test_a_gang_pod_after_a_restart_signals_the_lifecycle_written_on_it() -> None:
+    """Seen first after a restart, with its gang object gone (or made again under the same name, a new UID):
+    the deletion still reaches the lifecycle that bound it, found on the pod, not on the gang object."""
+    requests: list[str] = []
+    kube = _kube(requests)  # every read is 404: no PodGroup "g" any more
+    temporal = _Signals()
+    watcher = PodWatcher(
+        kube,
+        temporal,  # type: ignore[arg-type]
+        task_queue="q",
+        scheduler_name="slurm-bridge-scheduler",
+        defaults=TranslateDefaults(partition="slurm-bridge"),
+    )
+    owner = "workload/ns/podgroup/g/old-uid"
+    labels = {wellknown.LABEL_POD_GROUP: "g", wellknown.LABEL_SLURM_JOB_ID: "7"}
+    pod = make_pod("m", uid="u1", node_name="n1", labels=labels)
+    pod["metadata"]["annotations"] = {wellknown.ANNOTATION_WORKFLOW_ID: owner}
+    watcher.observe("ADDED", pod)  # the relist after a restart
+    deleting = copy.deepcopy(pod)
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-25T01:42:16Z"
+    watcher.observe("MODIFIED", deleting)
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if temporal.sent:
+            break
+    await kube.aclose()
+    assert [w for w, _ in temporal.sent] == [owner]
+    assert not [r for r in requests if "podgroups" in r], "no need to read the gang object"
