@@ -8,9 +8,11 @@ Each was recorded from the live dev stack with `temporal workflow show -o json`:
 * `scalein_busy_node_across_operator_kill9`, `update_busy_node_after_operator_kill9`
   (tests/integration/test_operator_crash.py): the operator killed with -9 mid-way and started again;
 * `scalein_fallback_timer` (`python -m tests.replay.record_nodeset`): no news for three fallback periods, each
-  checking the pod (`workflow.patched("fallback-checks-the-pod")`) and reading the node.
+  checking the pod (`workflow.patched("fallback-checks-the-pod")`) and reading the node;
+* `scalein_busy_node_events_beside` (`make demo`): the Events in their own lane
+  (`workflow.patched("events-beside-the-path")`).
 
-The kill -9 histories were recorded before that patch: they guard workflows started by older workers. A change
+The kill -9 histories were recorded before both patches: they guard workflows started by older workers. A change
 that alters the commands for any of them fails here; guard it with `workflow.patched()`.
 """
 
@@ -31,7 +33,7 @@ HISTORIES = sorted((Path(__file__).parent / "histories" / "nodeset").glob("*.jso
 
 
 def test_histories_were_recorded() -> None:
-    assert len(HISTORIES) == 6
+    assert len(HISTORIES) == 7
     for path in HISTORIES:
         events = [e["eventType"] for e in json.loads(path.read_text())["events"]]
         assert "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED" in events and events[-1].endswith("COMPLETED"), path.name
