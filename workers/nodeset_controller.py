@@ -183,9 +183,9 @@ class NodeSetController:
         try:
             await asyncio.gather(*tasks)
         finally:
-            for task in [*tasks, *self._poll_tasks.values()]:
+            for task in [*tasks, *self._poll_tasks.values(), *self._background]:
                 task.cancel()
-            for task in [*tasks, *self._poll_tasks.values()]:
+            for task in [*tasks, *self._poll_tasks.values(), *self._background]:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
