@@ -169,3 +169,40 @@ def test_kill_9_during_a_rolling_update_then_restart_finishes_it(
     assert pod_names(kube, ns) == names
     eventually(lambda: all_idle(slurm, names), 30, "the new pods IDLE, none left drained")
     assert no_owned_drain(slurm, names)
+
+
+def test_slurmctld_down_and_temporal_killed_during_a_scale_in_then_it_finishes(
+    kube: Kube,
+    slurm: Slurm,
+    temporal: Temporal,
+    controller_ns: str,
+    operator_process: Operator,
+    held_jobs: list[HeldJob],
+) -> None:
+    """slurmctld stopped for 3 s, then the Temporal server killed -9 (down 2 s), while a busy node drains: the
+    job survives both, the scale-in never fails on a Slurm that does not answer, and it finishes once the job
+    does. (slurmctld is stopped, not killed: killed -9, Slurm 26.05 can come back from state saved before the
+    job started and requeue it, whatever the operator does; docs/operator.md, "Crash safety".)"""
+    from slinky.dev import stack
+
+    ns, name = controller_ns, f"k{uuid.uuid4().hex[:5]}"
+    (node,) = nodeset_up(kube, slurm, ns, name, 1)
+    uid = (kube.pod(ns, node) or {})["metadata"]["uid"]
+    job = HeldJob(slurm, node)
+    held_jobs.append(job)
+    job.running()
+    scale(kube, ns, name, 0)
+    wf = workflow_id(ns, node, uid)
+    eventually(lambda: "DRAIN" in (slurm_node(slurm, node) or {}).get("state", []), 20, "draining")
+
+    stack.restart_slurmctld(down_seconds=3)
+    eventually(lambda: slurm_node(slurm, node) is not None, 60, "slurmctld back with the node")
+    stack.restart_temporal(kill=True, down_seconds=2)
+    assert job.state() == "RUNNING" and kube.pod(ns, node) is not None, "the busy pod waits for its job"
+
+    job.release()
+    assert job.finished(60)["job_state"] == ["COMPLETED"], "the job was never killed"
+    eventually(lambda: kube.pod(ns, node) is None, 90, "the scale-in finishes after both restarts")
+    eventually(lambda: slurm_node(slurm, node) is None, 30, "its Slurm node gone")
+    assert result(temporal, wf).outcome == "deleted"
+    assert len(runs(temporal, wf)) == 1
