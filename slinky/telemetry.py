@@ -133,6 +133,6 @@ class PollCollector:
         )
 
 
-def start_metrics_server(port: int, address: str = "127.0.0.1") -> None:
-    """Serve the bridge's metrics on ``http://<address>:<port>/metrics``."""
-    start_http_server(port, addr=address, registry=REGISTRY)
+def start_metrics_server(port: int, address: str = "127.0.0.1", registry: CollectorRegistry | None = None) -> None:
+    """Serve ``registry`` (default: the bridge's metrics) on ``http://<address>:<port>/metrics``."""
+    start_http_server(port, addr=address, registry=registry or REGISTRY)

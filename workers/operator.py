@@ -12,6 +12,7 @@ import contextlib
 import logging
 from datetime import timedelta
 
+from prometheus_client import CollectorRegistry
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
@@ -20,12 +21,14 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.nodeset import NodeSetActivities
+from slinky import telemetry
 from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
 from slinky.config import Settings
 from workers import leading
 from workers.leading import connect_temporal, run_as_leader
 from workers.nodeset_controller import NodeSetController
+from workers.operator_metrics import OperatorCollector
 from workers.slurm_clients import SlurmClients
 from workers.token_controller import TokenController
 from workflows.nodeset import SA_NAMESPACE, SA_NODESET, SA_PHASE, SA_SLURM_NODE, NodeSetScaleInWorkflow
@@ -82,12 +85,14 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
         workflow_runner=SandboxedWorkflowRunner() if settings.worker.sandbox else UnsandboxedWorkflowRunner(),
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
+    tokens = TokenController(kube, events, workers=ops.token_workers, namespaces=ops.namespaces)
+    if settings.telemetry.metrics_port:
+        registry = CollectorRegistry(auto_describe=True)
+        registry.register(OperatorCollector(controller, tokens))
+        telemetry.start_metrics_server(settings.telemetry.metrics_port, settings.telemetry.metrics_address, registry)
     tasks = [
         asyncio.create_task(controller.run(), name="nodeset-controller"),
-        asyncio.create_task(
-            TokenController(kube, events, workers=ops.token_workers, namespaces=ops.namespaces).run(),
-            name="token-controller",
-        ),
+        asyncio.create_task(tokens.run(), name="token-controller"),
     ]
     try:
         async with events, worker:

@@ -22,6 +22,9 @@ class WorkQueue:
         self._active: set[Key] = set()
         self._again: set[Key] = set()
         self._failures: dict[Key, int] = {}
+        self.runs = 0
+        self.failed = 0
+        """Reconciles done, and how many of them failed (the operator's metrics read both)."""
 
     def add(self, key: Key) -> None:
         if key in self._active:
@@ -50,10 +53,12 @@ class WorkQueue:
         30 s), so one broken object never stops the others."""
         while True:
             key = await self.get()
+            self.runs += 1
             try:
                 await reconcile(key)
                 self._failures.pop(key, None)
             except Exception as err:
+                self.failed += 1
                 failures = self._failures[key] = self._failures.get(key, 0) + 1
                 delay = min(0.5 * 2**failures, 30.0)
                 logger.warning("reconcile %s %s/%s failed (%s); again in %.1fs", kind, *key, err, delay)

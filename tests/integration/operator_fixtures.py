@@ -63,10 +63,13 @@ def wait_for(predicate: Any, timeout: float = 20.0, what: str = "") -> Any:
         time.sleep(0.1)
 
 
-def start_operator(dev_env: dict[str, str], log: Path, *, fallback_seconds: float = 10) -> subprocess.Popen[bytes]:
-    """`python -m workers.operator` against the dev stack, its output appended to `log`."""
+def start_operator(
+    dev_env: dict[str, str], log: Path, *, fallback_seconds: float = 10, **settings: str
+) -> subprocess.Popen[bytes]:
+    """`python -m workers.operator` against the dev stack, its output appended to `log`; `settings` are more
+    environment variables (`SLINKY_...`)."""
     fallback = {"SLINKY_OPERATOR__SCALE_IN_FALLBACK_SECONDS": str(fallback_seconds)}
-    env = {**os.environ, **dev_env, "PATH": os.environ["PATH"], **fallback}
+    env = {**os.environ, **dev_env, "PATH": os.environ["PATH"], **fallback, **settings}
     with log.open("ab") as out:
         return subprocess.Popen([sys.executable, "-m", "workers.operator"], cwd=REPO, env=env, stdout=out, stderr=out)
 

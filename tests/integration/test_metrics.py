@@ -13,22 +13,13 @@ import pytest
 
 from slinky import wellknown
 from slinky.dev import stack
+from tests.integration.metrics_text import sample
 
 pytestmark = pytest.mark.integration
 
 
 def scrape(port: int) -> str:
     return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).raise_for_status().text
-
-
-def sample(text: str, name: str, default: float | None = None) -> float:
-    """The value of one series; ``default`` for a labelled series not created yet (no such event so far)."""
-    for line in text.splitlines():
-        if line.startswith((name + " ", name + "{")):
-            return float(line.rsplit(" ", 1)[1])
-    if default is not None:
-        return default
-    raise AssertionError(f"{name} not exposed")
 
 
 def slurm_is_idle(env: dict[str, str]) -> bool:

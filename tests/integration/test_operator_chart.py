@@ -151,7 +151,10 @@ def test_render_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert container["args"] == ["-m", "workers.operator"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
-    assert container["ports"] == [{"name": "sdk-metrics", "containerPort": 8081, "protocol": "TCP"}]
+    assert container["ports"] == [
+        {"name": "metrics", "containerPort": 8080, "protocol": "TCP"},
+        {"name": "sdk-metrics", "containerPort": 8081, "protocol": "TCP"},
+    ]
     env = {e["name"]: e for e in container["env"]}
     assert env["SLINKY_LEADER_ELECTION__IDENTITY"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
 
