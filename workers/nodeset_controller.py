@@ -36,7 +36,7 @@ from slinky.operator import daemonset, pod_sync, slurm_state, updates, victims
 from slinky.operator import pods as builder
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.models import ControllerKey, PodRef, ScaleInInput, SlurmNodeView
-from slinky.operator.validation import nodeset_problems
+from slinky.operator.validation import nodeset_problems, not_built
 from workers.scoping import replace_synced, watch_paths
 from workers.slurm_clients import ControllerProblem, SlurmClients
 from workers.workqueue import Key, WorkQueue
@@ -678,6 +678,12 @@ class NodeSetController:
         if poll is not None:
             held = [(p["metadata"]["name"], nodes.get(hostname_of(p))) for p in live if updates.in_flight(p)]
             extra.append(pod_sync.scale_in_condition(held))
+            ignored = not_built(nodeset)
+            extra.append(
+                ("FieldsSupported", "False", "NotBuilt", "ignored: " + "; ".join(ignored))
+                if ignored
+                else ("FieldsSupported", "True", "Supported", "every field set is reconciled")
+            )
         states = [nodes[h].states for p in live if (h := hostname_of(p)) in nodes]
         status: Obj = {
             "replicas": len(live),

@@ -84,3 +84,21 @@ def nodeset_problems(nodeset: NodeSet) -> list[Problem]:
     if spec.ssh is not None and spec.ssh.enabled and not spec.ssh.sssd_conf_ref.name:
         out.append(Problem("spec.ssh.sssdConfRef", "InvalidSsh", "spec.ssh.sssdConfRef is required when ssh is on"))
     return out
+
+
+def not_built(nodeset: NodeSet) -> list[str]:
+    """Fields set to something this operator does not do yet: the rest of the NodeSet is reconciled, and the
+    user reads what is ignored on the `FieldsSupported` condition and a Warning Event (docs/operator.md)."""
+    spec = nodeset.spec
+    out = []
+    if spec.pin_to_node:
+        out.append("spec.pinToNode: a pod made again is not pinned to its earlier node")
+    if spec.volume_claim_templates:
+        out.append("spec.volumeClaimTemplates: no PersistentVolumeClaim is made")
+    if spec.update_strategy.type == "ScheduledUpdate":
+        out.append("spec.updateStrategy ScheduledUpdate: no Slurm reservation is made; it behaves as OnDelete")
+    if spec.ssh is not None and spec.ssh.enabled:
+        out.append("spec.ssh.enabled: no sshd runs in the pods")
+    if spec.min_ready_seconds:
+        out.append("spec.minReadySeconds: a Ready pod counts as available at once")
+    return out

@@ -110,7 +110,12 @@ def test_list_show_and_the_scale_in_of_a_nodeset(kube: Kube, cluster: str, dev_e
         pods = [(p["name"], p["slurmNode"]) for p in detail["pods"]]
         assert pods == [(f"{name}-0", f"{name}-0"), (f"{name}-1", f"{name}-1")]
         conditions = {c["type"]: c["status"] for c in detail["conditions"]}
-        assert conditions == {"ControllerReady": "True", "SpecValid": "True", "ScaleInProgress": "False"}
+        assert conditions == {
+            "ControllerReady": "True",
+            "SpecValid": "True",
+            "ScaleInProgress": "False",
+            "FieldsSupported": "True",
+        }
         assert detail["scaleIns"] == []
         text = slinky(dev_env, "show", name, "-n", ns)
         assert text.returncode == 0 and "Replicas:      2 desired, 2 current" in text.stdout, text
