@@ -444,7 +444,10 @@ class NodeSetController:
                 # event requeues), so the new pod's slurmd takes over the same Slurm node name, as a StatefulSet's.
                 used = {o for p in current if (o := builder.ordinal_of(key[1], p["metadata"]["name"])) is not None}
                 ordinals = builder.free_ordinals(used, missing)
-                await self._slow_start([builder.build_pod(nodeset, ctl, o, revision) for o in ordinals])
+                pins = self._pins(nodeset, raw, active) if nodeset.spec.pin_to_node else {}
+                await self._slow_start(
+                    [builder.build_pod(nodeset, ctl, o, revision, pin=pins.get(str(o))) for o in ordinals]
+                )
         except KubeRejected as err:  # the apiserver refuses the pod the spec makes: say which field
             message = f"the pod this spec makes is refused: {err}"
             await self._status(key, nodeset, owned, condition=("SpecValid", "False", "FailedCreate", message))
@@ -460,6 +463,10 @@ class NodeSetController:
             condition=("ControllerReady", "True", "Reachable", "slurmrestd answers"),
             desired=desired,
         )
+
+    def _pins(self, nodeset: NodeSet, raw: Obj, pods: list[Obj]) -> dict[str, str]:
+        previous = (raw.get("status") or {}).get("ordinalToNode") or {}
+        return builder.ordinal_to_node(nodeset, pods, previous, set(self.kube_nodes))
 
     def _node_cordoned(self, pods: list[Obj]) -> frozenset[str]:
         """Uids of the pods whose Kubernetes node is cordoned (they count as cordoned in the scale-in order)."""
@@ -705,6 +712,8 @@ class NodeSetController:
         status["unavailableReplicas"] = max(status["desired"] - status["readyReplicas"], 0)
         if revision:
             status["nodeSetHash"] = revision
+        if nodeset.spec.pin_to_node and nodeset.spec.scaling_mode == "StatefulSet":
+            status["ordinalToNode"] = self._pins(nodeset, self.nodesets.get(key, {}), live)
         conditions = self._conditions(key, nodeset, condition, extra)
         if conditions is not None:
             status["conditions"] = conditions

@@ -164,10 +164,23 @@ def _merge_container(base: Obj, overlay: Obj) -> Obj:
     return out
 
 
-def build_pod(nodeset: NodeSet, controller: Controller, ordinal: int, revision: str) -> Obj:
-    """The pod of `ordinal` (StatefulSet mode): metadata, the slurmd container, scheduling rules."""
+def build_pod(nodeset: NodeSet, controller: Controller, ordinal: int, revision: str, *, pin: str | None = None) -> Obj:
+    """The pod of `ordinal` (StatefulSet mode): metadata, the slurmd container, scheduling rules; `pin` (with
+    `pinToNode`) is the Kubernetes node the ordinal ran on before."""
     pod = pod_name(_name(nodeset), ordinal, nodeset.spec.ordinal_padding)
-    return _build(nodeset, controller, pod, pod, revision, str(ordinal), None)
+    return _build(nodeset, controller, pod, pod, revision, str(ordinal), pin)
+
+
+def ordinal_to_node(nodeset: NodeSet, pods: list[Obj], previous: dict[str, str], nodes: set[str]) -> dict[str, str]:
+    """`status.ordinalToNode` for `pinToNode`: each ordinal's node, from its live pod or else as remembered; an
+    entry whose node is gone (or no longer in `nodes`) is reset, so that ordinal may go anywhere again."""
+    out = {k: v for k, v in previous.items() if v in nodes}
+    for pod in pods:
+        ordinal = ordinal_of(_name(nodeset), pod["metadata"]["name"])
+        node = (pod.get("spec") or {}).get("nodeName")
+        if ordinal is not None and node:
+            out[str(ordinal)] = node
+    return dict(sorted(out.items(), key=lambda item: int(item[0])))
 
 
 def build_daemon_pod(nodeset: NodeSet, controller: Controller, node: Obj, revision: str) -> Obj:
@@ -229,7 +242,7 @@ def _build(
     ]
     if node is not None:
         spec = daemonset.pin(spec, node)
-    elif not nodeset.spec.oversubscribe_node:
+    if index is not None and not nodeset.spec.oversubscribe_node:
         spec["affinity"] = _anti_affinity(spec.get("affinity"), nodeset)
     return {
         "apiVersion": "v1",

@@ -91,8 +91,6 @@ def not_built(nodeset: NodeSet) -> list[str]:
     user reads what is ignored on the `FieldsSupported` condition and a Warning Event (docs/operator.md)."""
     spec = nodeset.spec
     out = []
-    if spec.pin_to_node:
-        out.append("spec.pinToNode: a pod made again is not pinned to its earlier node")
     if spec.volume_claim_templates:
         out.append("spec.volumeClaimTemplates: no PersistentVolumeClaim is made")
     if spec.update_strategy.type == "ScheduledUpdate":

@@ -314,3 +314,23 @@ def test_scale_out_from_zero_to_four_then_a_failed_pod_is_made_again(kube: Kube,
         "the failed pod made again and Ready",
     )
     eventually(lambda: all_idle(slurm, names), 30, "its Slurm node back")
+
+
+def test_pin_to_node_makes_a_deleted_pod_again_on_its_node(kube: Kube, slurm: Slurm, cluster: str) -> None:
+    """With `pinToNode` the status remembers each ordinal's Kubernetes node, and a pod made again goes there
+    (three deletions in a row: by chance alone, one node of four would keep it 1 time in 64)."""
+    ns, name = cluster, fresh_name()
+    (pod_name,) = nodeset_up(kube, slurm, ns, name, 1, pinToNode=True)
+    node = (kube.pod(ns, pod_name) or {})["spec"]["nodeName"]
+    eventually(lambda: nodeset(kube, ns, name).get("status", {}).get("ordinalToNode") == {"0": node}, 20, "pin")
+    for _ in range(3):
+        uid = (kube.pod(ns, pod_name) or {})["metadata"]["uid"]
+        kube.core.delete_namespaced_pod(pod_name, ns)
+        again = eventually(
+            lambda uid=uid: (
+                (p := kube.pod(ns, pod_name)) and p["metadata"]["uid"] != uid and p["spec"].get("nodeName") and p
+            ),
+            40,
+            "made again and bound",
+        )
+        assert again["spec"]["nodeName"] == node

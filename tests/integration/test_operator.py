@@ -95,13 +95,13 @@ def test_an_unreachable_slurmrestd_is_reported_and_other_controllers_go_on(kube:
 
 def test_a_field_not_built_yet_is_named_and_the_rest_is_reconciled(kube: Kube, cluster: str) -> None:
     ns = cluster
-    apply_nodeset(kube, ns, "pinned", replicas=1, pinToNode=True)
+    apply_nodeset(kube, ns, "pinned", replicas=1, minReadySeconds=10)
     cond = wait_for(
         lambda: (c := condition(nodeset(kube, ns, "pinned"), "FieldsSupported")) and c["status"] == "False" and c,
         20,
         "FieldsSupported",
     )
-    assert cond["reason"] == "NotBuilt" and "spec.pinToNode" in cond["message"]
+    assert cond["reason"] == "NotBuilt" and "spec.minReadySeconds" in cond["message"]
     events = wait_for(lambda: [e for e in kube.events(ns, "pinned") if e["reason"] == "NotBuilt"], what="event")
     assert events[0]["type"] == "Warning"
     wait_for(lambda: "pinned-0" in pod_names(kube, ns), what="the NodeSet is reconciled all the same")

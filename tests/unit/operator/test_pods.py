@@ -102,3 +102,30 @@ def test_revision_changes_with_the_template_only() -> None:
     assert a != pods.revision_hash(nodeset(extraConf="Weight=2"), "h:1")
     assert a != pods.revision_hash(nodeset(slurmd={"image": "x"}), "h:1")
     assert a != pods.revision_hash(nodeset(), "h:2")
+
+
+def test_pin_to_node_remembers_each_ordinal_and_forgets_gone_nodes() -> None:
+    from slinky.operator.api.nodeset import NodeSet
+    from slinky.operator.pods import ordinal_to_node
+
+    ns = NodeSet.model_validate(
+        {"metadata": {"name": "cpu"}, "spec": {"controllerRef": {"name": "s"}, "pinToNode": True}}
+    )
+    live = [{"metadata": {"name": "cpu-1"}, "spec": {"nodeName": "w2"}}, {"metadata": {"name": "cpu-2"}, "spec": {}}]
+    pins = ordinal_to_node(ns, live, {"0": "w1", "1": "old", "3": "gone"}, {"w1", "w2", "old"})
+    assert pins == {"0": "w1", "1": "w2"}, "the live pod's node wins, a gone node is forgotten"
+
+
+def test_a_pinned_pod_keeps_its_anti_affinity_and_gets_the_node() -> None:
+    from slinky.operator.api.controller import Controller
+    from slinky.operator.api.nodeset import NodeSet
+    from slinky.operator.pods import build_pod
+
+    ns = NodeSet.model_validate(
+        {"metadata": {"name": "cpu", "namespace": "hpc"}, "spec": {"controllerRef": {"name": "s"}, "pinToNode": True}}
+    )
+    pod = build_pod(ns, Controller.model_validate({"metadata": {"name": "s"}, "spec": {}}), 0, "r", pin="w1")
+    affinity = pod["spec"]["affinity"]
+    (term,) = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": ["w1"]}]
+    assert affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]

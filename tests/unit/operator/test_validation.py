@@ -70,9 +70,13 @@ def test_fields_not_built_yet_are_named() -> None:
             "metadata": {"name": "a"},
             "spec": {
                 "controllerRef": {"name": "s"},
-                "pinToNode": True,
+                "pinToNode": True,  # built: not named
+                "minReadySeconds": 10,
                 "updateStrategy": {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": "2026-12-01T00:00:00Z"}},
             },
         }
     )
-    assert [m.split(":")[0] for m in not_built(fancy)] == ["spec.pinToNode", "spec.updateStrategy ScheduledUpdate"]
+    assert [m.split(":")[0] for m in not_built(fancy)] == [
+        "spec.updateStrategy ScheduledUpdate",
+        "spec.minReadySeconds",
+    ]
