@@ -94,6 +94,10 @@ class TelemetrySettings(BaseModel):
     log_json: bool = Field(False, description="Log one JSON object per line.")
     log_level: str = Field("INFO", description="Root log level.")
     metrics_port: int | None = Field(None, description="Prometheus port; None disables.")
+    health_port: int | None = Field(
+        None,
+        description="Health endpoint (/healthz, /readyz) for the kubelet's probes, on metrics_address; None disables.",
+    )
     metrics_address: str = Field(
         "127.0.0.1", description="Address the metrics listen on: loopback by default, 0.0.0.0 in a pod to be scraped."
     )

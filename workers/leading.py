@@ -20,6 +20,7 @@ from slinky.clients.kube import KubeClient
 from slinky.clients.leader import LeaderElector, LeadershipLost
 from slinky.config import Settings
 from slinky.telemetry import configure_logging
+from workers.health import Health, serve
 
 logger = logging.getLogger("workers.leading")
 Body = Callable[[Settings, asyncio.Event], Awaitable[None]]
@@ -44,15 +45,19 @@ def default_identity() -> str:
     return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
 
 
-async def run_as_leader(settings: Settings, lease_name: str, body: Body, stop: asyncio.Event) -> None:
+async def run_as_leader(
+    settings: Settings, lease_name: str, body: Body, stop: asyncio.Event, health: Health | None = None
+) -> None:
     """`body` until `stop`; with leader election on, only after acquiring Lease `lease_name` and while held.
 
     Raises:
         LeadershipLost: The lease slipped away while leading. Everything was stopped first; the process
             should exit, so that it comes back as a standby.
     """
+    health = health or Health()
     election = settings.leader_election
     if not election.enabled:
+        health.state = "leading"
         await body(settings, stop)
         return
     async with KubeClient.from_kubeconfig(settings.kube.kubeconfig) as kube:
@@ -66,8 +71,10 @@ async def run_as_leader(settings: Settings, lease_name: str, body: Body, stop: a
             retry_seconds=election.retry_seconds,
         )
         logger.info("leader election: %s waits for lease %s/%s", elector.identity, election.namespace, lease_name)
+        health.state = "standby"
         if not await elector.acquire(stop):
             return
+        health.state = "leading"
         lost: list[LeadershipLost] = []
 
         async def keep_leading() -> None:
@@ -102,7 +109,15 @@ def main(body: Body, lease_name: Callable[[Settings], str]) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await run_as_leader(settings, lease_name(settings), body, stop)
+        health = Health()
+        server = None
+        if settings.telemetry.health_port:
+            server = await serve(health, settings.telemetry.health_port, settings.telemetry.metrics_address)
+        try:
+            await run_as_leader(settings, lease_name(settings), body, stop, health)
+        finally:
+            if server is not None:
+                server.close()
 
     try:
         asyncio.run(_main())

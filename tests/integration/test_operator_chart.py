@@ -154,7 +154,10 @@ def test_render_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert container["ports"] == [
         {"name": "metrics", "containerPort": 8080, "protocol": "TCP"},
         {"name": "sdk-metrics", "containerPort": 8081, "protocol": "TCP"},
+        {"name": "health", "containerPort": 8082, "protocol": "TCP"},
     ]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     env = {e["name"]: e for e in container["env"]}
     assert env["SLINKY_LEADER_ELECTION__IDENTITY"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
 
@@ -195,6 +198,7 @@ def test_other_values_reach_the_settings(monkeypatch: pytest.MonkeyPatch) -> Non
             "logLevel": "debug",
             "logJson": False,
             "metricsPort": 0,
+            "healthPort": 0,
             "leaderElectionTiming": {"leaseSeconds": 30, "renewDeadlineSeconds": 20, "retrySeconds": 4},
             "extraEnv": [{"name": "SLINKY_SLURM__TIMEOUT_SECONDS", "value": "3"}],
             "serviceAccount": {"name": "ops", "annotations": {"example.org/role": "x"}},
@@ -219,7 +223,7 @@ def test_other_values_reach_the_settings(monkeypatch: pytest.MonkeyPatch) -> Non
         "registry.example/hpc/slinky-temporal:1.2.3",
         "Always",
     )
-    assert "ports" not in container
+    assert "ports" not in container and "livenessProbe" not in container
 
     settings = settings_from(container, monkeypatch)
     ops = settings.operator

@@ -1,4 +1,5 @@
-"""The operator's Prometheus endpoint: its counters and gauges follow real work, and promtool accepts them."""
+"""The operator's Prometheus endpoint: its counters and gauges follow real work, and promtool accepts them; its
+health endpoint answers the kubelet's probes."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def metrics_operator(dev_env: dict[str, str], controller_ns: str, tmp_path: Path
         dev_env,
         tmp_path / "operator.log",
         SLINKY_TELEMETRY__METRICS_PORT=str(port),
+        SLINKY_TELEMETRY__HEALTH_PORT=str(port + 2),
         SLINKY_OPERATOR__NAMESPACES=f'["{controller_ns}"]',
         SLINKY_OPERATOR__TASK_QUEUE=f"metrics-{controller_ns}",
     )
@@ -80,3 +82,6 @@ def test_operator_metrics_follow_a_nodeset_and_pass_promtool(
         time.sleep(0.2)
     sdk = scrape(port + 1)
     assert "temporal_" in sdk, "the Temporal SDK's metrics on the next port"
+    for path, body in (("/healthz", "ok"), ("/readyz", "leading")):
+        answer = httpx.get(f"http://127.0.0.1:{port + 2}{path}", timeout=5)
+        assert (answer.status_code, answer.text) == (200, body), path
