@@ -3,6 +3,7 @@ health endpoint answers the kubelet's probes."""
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import time
@@ -22,16 +23,30 @@ from tests.integration.waiting import eventually
 pytestmark = pytest.mark.integration
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(count: int = 3) -> int:
+    """The first of `count` consecutive free ports (metrics, the SDK's, health), below the ephemeral range, so
+    that no client connection takes one of them meanwhile (a port from bind(0) is ephemeral: its neighbour was
+    taken in a CI run)."""
+    for base in random.sample(range(20000, 30000, count), 200):
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                sockets.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise AssertionError(f"no {count} consecutive free ports in 20000-30000")
 
 
 @pytest.fixture
 def metrics_operator(dev_env: dict[str, str], controller_ns: str, tmp_path: Path) -> Iterator[int]:
     """An operator of its own for `controller_ns` only, serving its metrics on a free port (the SDK's on the next)."""
-    port = free_port()
+    port = free_ports()
     proc = start_operator(
         dev_env,
         tmp_path / "operator.log",
