@@ -32,6 +32,7 @@ from slinky import wellknown
 from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeRejected, SlurmError, SlurmNotFound
 from slinky.clients.events import EventRecorder, pod_event
 from slinky.clients.kube import KubeClient, rfc3339
+from slinky.clients.slurm import SlurmApi
 from slinky.operator import daemonset, pod_sync, slurm_state, updates, victims
 from slinky.operator import pods as builder
 from slinky.operator.api.nodeset import NodeSet
@@ -153,15 +154,14 @@ class NodeSetController:
         self.kube_nodes: dict[str, Obj] = {}
         self.polls: dict[Key, ControllerPoll] = {}
         self._poll_tasks: dict[Key, asyncio.Task[None]] = {}
-        self.scale_ins: dict[tuple[str, str, str], str] = {}
-        """(namespace, Controller, Slurm node name) -> the workflow ID draining it, signalled by that Controller's
-        node poll only (two Controllers may both have a node `cpu-0`); rebuilt from the pods' `scale-in-workflow`
-        annotations, so a restarted operator signals the scale-ins it did not start."""
         self._pdbs: set[Key] = set()
         self._background: set[asyncio.Task[None]] = set()
-        self.reconciles = 0
-        self.synced = asyncio.Event()
         self._conditions_seen: dict[tuple[Key, str], str] = {}
+
+    @property
+    def reconciles(self) -> int:
+        """NodeSet reconciles so far (the work queue counts them)."""
+        return self.queue.runs
 
     # ------------------------------------------------------------------------------------ run
     async def run(self) -> None:
@@ -196,7 +196,6 @@ class NodeSetController:
                 for key in self.nodesets:
                     if namespace is None or key[0] == namespace:
                         self.queue.add(key)
-                self.synced.set()
                 continue
             key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
             if kind == "DELETED":
@@ -210,22 +209,17 @@ class NodeSetController:
             if kind == "SYNC":
                 replace_synced(self.pods, obj["items"], namespace)
                 for pod in obj["items"]:
-                    self._track_scale_in(pod)
                     if owner := owner_of(pod):
                         self.queue.add(owner)
                 continue
             key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
             if kind == "DELETED":
                 self.pods.pop(key, None)
-                meta = obj["metadata"]
-                wf = workflow_id(meta["namespace"], meta["name"], meta["uid"])
-                if self.scale_ins.get(scale_in_key(obj)) == wf:
-                    del self.scale_ins[scale_in_key(obj)]
-                await self._signal(wf, "pod_gone")
+                if wf := updates.held_by(obj):
+                    self._spawn(self._signal(wf, "pod_gone"))
                 self._spawn(self._forget_deleted(obj))
             else:
                 self.pods[key] = obj
-                self._track_scale_in(obj)
             if owner := owner_of(obj):
                 self.queue.add(owner)
 
@@ -253,11 +247,6 @@ class NodeSetController:
             return
         except (SlurmError, KubeError) as err:
             logger.warning("could not forget Slurm node %s of a deleted pod: %s", key[2], err)
-
-    def _track_scale_in(self, pod: Obj) -> None:
-        wf = (pod["metadata"].get("annotations") or {}).get(wellknown.ANNOTATION_SCALE_IN_WORKFLOW)
-        if wf:
-            self.scale_ins[scale_in_key(pod)] = wf
 
     async def _watch_nodes(self) -> None:
         """Kubernetes nodes: a (un)cordoned node requeues the NodeSets with pods on it (cordon propagation); a
@@ -331,17 +320,21 @@ class NodeSetController:
     async def _node_changes(
         self, controller: ControllerKey, changed: list[str], vanished: list[str], fresh: dict[str, SlurmNodeView]
     ) -> None:
-        for name in changed:
-            if wf := self.scale_ins.get((controller.namespace, controller.name, name)):
-                await self._signal(wf, "node_state", fresh[name])
-        for name in vanished:
-            if wf := self.scale_ins.get((controller.namespace, controller.name, name)):
-                await self._signal(wf, "node_state", SlurmNodeView(name=name, exists=False))
-        if changed or vanished:
-            touched = set(changed) | set(vanished)
-            for pod in self.pods.values():
-                if hostname_of(pod) in touched and (owner := owner_of(pod)):
-                    self.queue.add(owner)
+        """Wake the NodeSets of the pods on changed nodes, and signal each scale-in that holds one of this
+        Controller's pods (found on the pod: a restarted operator signals the scale-ins it did not start; a
+        node `cpu-0` of another Controller is never mistaken for it)."""
+        touched = {name: fresh[name] for name in changed}
+        touched.update({name: SlurmNodeView(name=name, exists=False) for name in vanished})
+        if not touched:
+            return
+        for pod in list(self.pods.values()):
+            view = touched.get(hostname_of(pod))
+            if view is None:
+                continue
+            if owner := owner_of(pod):
+                self.queue.add(owner)
+            if (wf := updates.held_by(pod)) and scale_in_key(pod)[:2] == (controller.namespace, controller.name):
+                await self._signal(wf, "node_state", view)
 
     def _hostnames(self, controller: ControllerKey) -> set[str]:
         """The Slurm node names of the NodeSet pods of this Controller."""
@@ -352,21 +345,17 @@ class NodeSetController:
             and p["metadata"].get("labels", {}).get(wellknown.LABEL_CLUSTER) == controller.name
         }
 
-    async def _signal(self, wf: str, signal: str, arg: Any = None) -> bool:
-        """Signal a workflow; False when it is not running (closed, or never started)."""
+    async def _signal(self, wf: str, signal: str, arg: Any = None) -> None:
+        """Signal a scale-in; one that already ended (or a Temporal hiccup) is left to its fallback check."""
         handle: WorkflowHandle[Any, Any] = self.temporal.get_workflow_handle(wf)
-        try:
+        with contextlib.suppress(RPCError):
             if arg is None:
                 await handle.signal(signal)
             else:
                 await handle.signal(signal, arg)
-        except RPCError:
-            return False
-        return True
 
     # ------------------------------------------------------------------------------------ reconcile
     async def reconcile(self, key: Key) -> None:
-        self.reconciles += 1
         raw = self.nodesets.get(key)
         if raw is None or raw["metadata"].get("deletionTimestamp"):
             return  # being deleted: the garbage collector takes its pods; making new ones would fight it
@@ -541,7 +530,6 @@ class NodeSetController:
         ref = PodRef(namespace=meta["namespace"], name=meta["name"], uid=meta["uid"])
         node = hostname_of(pod)
         wf = workflow_id(ref.namespace, ref.name, ref.uid)
-        self.scale_ins[scale_in_key(pod)] = wf
         inp = ScaleInInput(
             pod=ref,
             nodeset=str(nodeset.metadata.get("name")),
@@ -569,7 +557,6 @@ class NodeSetController:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise
         logger.info("scale-in %s of %s/%s is not running: uncordoning the pod", wf, meta["namespace"], meta["name"])
-        self.scale_ins.pop(scale_in_key(pod), None)
         with contextlib.suppress(KubeNotFound, KubeConflict):
             await self.kube.patch(
                 f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
@@ -607,7 +594,7 @@ class NodeSetController:
         ):
             self.pods[key] = pod
 
-    async def _cordon(self, slurm: Any, pod: Obj, view: SlurmNodeView | None) -> None:
+    async def _cordon(self, slurm: SlurmApi, pod: Obj, view: SlurmNodeView | None) -> None:
         """Cordon propagation, Kubernetes -> Slurm (upstream's syncCordon; a foreign reason is never touched)."""
         node = self.kube_nodes.get((pod.get("spec") or {}).get("nodeName") or "")
         action = pod_sync.cordon_action(pod, view, node)

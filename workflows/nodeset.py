@@ -153,8 +153,7 @@ class NodeSetScaleInWorkflow:
         except asyncio.CancelledError:
             # `temporal workflow cancel`: leave the pod and its node as they were, unless it is already going.
             if self._phase in ("cordoning", "draining"):
-                await self._do("nodeset_undrain_node", self._drain_input(inp), retry.SLURM_CLEANUP)
-                await self._do("nodeset_uncordon_pod", inp.pod, retry.SLURM_CLEANUP)
+                await self._release(inp, self._drain_input(inp))
                 await self._note(inp.pod, "ScaleInStopped", f"scale-in cancelled: Slurm node {inp.node} undrained")
             await self._flush()
             raise
@@ -192,8 +191,7 @@ class NodeSetScaleInWorkflow:
             await self._forget(inp)
             return await self._finish("gone", inp)
         if waited == "stopped":
-            await self._do("nodeset_undrain_node", drain, retry.SLURM)
-            await self._do("nodeset_uncordon_pod", inp.pod)
+            await self._release(inp, drain)
             outcome: ScaleInOutcome = "aborted" if self._abort else "kept"
             await self._note(inp.pod, "ScaleInStopped", f"scale-in {outcome}: Slurm node {inp.node} undrained")
             return await self._finish(outcome, inp)
@@ -208,6 +206,17 @@ class NodeSetScaleInWorkflow:
         self._set_phase("forgetting")
         await self._forget(inp)
         return await self._finish("deleted", inp)
+
+    async def _release(self, inp: ScaleInInput, drain: DrainInput) -> None:
+        """Undrain (an operator reason only) and uncordon. The undrain is bounded: a Slurm that stays away never
+        holds the workflow, the pod is uncordoned anyway, and the operator's cordon step undrains the node
+        (operator-owned reason, pod not cordoned) once Slurm answers."""
+        try:
+            await self._do("nodeset_undrain_node", drain, retry.SLURM_CLEANUP)
+        except CALL_FAILED:
+            message = f"could not undrain Slurm node {inp.node} now; the operator undrains it when Slurm answers"
+            await self._note(inp.pod, "UndrainDeferred", message, "Warning")
+        await self._do("nodeset_uncordon_pod", inp.pod)
 
     async def _forget(self, inp: ScaleInInput) -> None:
         """Make sure the Slurm node left Slurm (the preStop normally did); bounded, then a Warning."""

@@ -31,9 +31,13 @@ def revision_of(pod: Obj) -> str:
     return str(((pod.get("metadata") or {}).get("labels") or {}).get(wellknown.LABEL_CONTROLLER_REVISION_HASH, ""))
 
 
+def held_by(pod: Obj) -> str:
+    """The scale-in workflow that holds the pod (its cordon activity wrote its ID on it), or ""."""
+    return str(((pod.get("metadata") or {}).get("annotations") or {}).get(wellknown.ANNOTATION_SCALE_IN_WORKFLOW) or "")
+
+
 def in_flight(pod: Obj) -> bool:
-    """A scale-in workflow holds the pod (its cordon activity wrote the workflow ID on it)."""
-    return bool(((pod.get("metadata") or {}).get("annotations") or {}).get(wellknown.ANNOTATION_SCALE_IN_WORKFLOW))
+    return bool(held_by(pod))
 
 
 def is_ready(pod: Obj) -> bool:

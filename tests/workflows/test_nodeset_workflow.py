@@ -46,6 +46,7 @@ class FakeNodeSet:
     calls: list[str] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
     read_failures: int = 0
+    undrain_fails: bool = False
     """The next reads that fail (Slurm or the Controller away)."""
     drain_gate: asyncio.Event | None = None
     """When set, the drain's answer waits for it (its view read before the wait)."""
@@ -80,6 +81,8 @@ class FakeNodeSet:
         @activity.defn(name="nodeset_undrain_node")
         async def undrain(inp: DrainInput) -> None:
             self.calls.append("undrain")
+            if self.undrain_fails:
+                raise ApplicationError("slurmrestd does not answer", non_retryable=True)
             self.states = [s for s in self.states if s != "DRAIN"]
 
         @activity.defn(name="nodeset_read_node")
@@ -365,3 +368,15 @@ async def test_a_cancel_while_draining_undrains_and_uncordons(started: Any) -> N
         await handle.result()
     assert fake.calls[-2:] == ["undrain", "uncordon"] and "delete" not in fake.calls
     assert "DRAIN" not in fake.states and "ScaleInStopped" in fake.events
+
+
+async def test_a_keep_while_slurm_is_away_still_uncordons_and_ends(started: Any) -> None:
+    """The undrain is bounded: the pod is uncordoned, the workflow ends kept, and a Warning says the operator
+    undrains the node once Slurm answers (its cordon step does: an operator reason on an uncordoned pod)."""
+    fake, start = started
+    fake.states, fake.jobs, fake.undrain_fails = ["ALLOCATED"], [3], True
+    handle = await start()
+    await draining(handle)
+    await handle.signal(NodeSetScaleInWorkflow.keep)
+    assert (await handle.result()).outcome == "kept"
+    assert fake.calls[-2:] == ["undrain", "uncordon"] and "UndrainDeferred" in fake.events
