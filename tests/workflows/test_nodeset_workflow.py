@@ -56,6 +56,11 @@ class FakeNodeSet:
             return SlurmNodeView(name="gpu-2", exists=False, jobs=self.jobs)
         return SlurmNodeView(name="gpu-2", states=self.states, reason=self.reason, jobs=self.jobs)
 
+    @staticmethod
+    def slurm_answers(away: bool) -> None:
+        if away:
+            raise ApplicationError("slurmrestd does not answer", non_retryable=True)
+
     def activities(self) -> list[Any]:
         @activity.defn(name="nodeset_cordon_pod")
         async def cordon(pod: PodRef) -> bool:
@@ -81,8 +86,7 @@ class FakeNodeSet:
         @activity.defn(name="nodeset_undrain_node")
         async def undrain(inp: DrainInput) -> None:
             self.calls.append("undrain")
-            if self.undrain_fails:
-                raise ApplicationError("slurmrestd does not answer", non_retryable=True)
+            self.slurm_answers(self.undrain_fails)
             self.states = [s for s in self.states if s != "DRAIN"]
 
         @activity.defn(name="nodeset_read_node")
