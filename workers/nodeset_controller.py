@@ -157,6 +157,8 @@ class NodeSetController:
         self._pdbs: set[Key] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._conditions_seen: dict[tuple[Key, str], str] = {}
+        self.synced = asyncio.Event()
+        """Set once the NodeSets were listed (bench/operator.py waits for it)."""
 
     @property
     def reconciles(self) -> int:
@@ -196,6 +198,7 @@ class NodeSetController:
                 for key in self.nodesets:
                     if namespace is None or key[0] == namespace:
                         self.queue.add(key)
+                self.synced.set()
                 continue
             key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
             if kind == "DELETED":
