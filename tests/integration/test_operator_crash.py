@@ -58,6 +58,15 @@ def runs(temporal: Temporal, wf: str) -> list[Any]:
     return temporal.loop.run_until_complete(listed())
 
 
+def outcomes_of(temporal: Temporal, wf: str) -> list[str]:
+    """The outcome of every run of `wf`."""
+    out = []
+    for run in runs(temporal, wf):
+        handle = temporal.client.get_workflow_handle(wf, run_id=run.run_id, result_type=ScaleInResult)
+        out.append(temporal.loop.run_until_complete(handle.result()).outcome)
+    return out
+
+
 def result(temporal: Temporal, wf: str) -> ScaleInResult:
     handle = temporal.client.get_workflow_handle(wf, result_type=ScaleInResult)
     out: ScaleInResult = temporal.loop.run_until_complete(handle.result())
@@ -204,5 +213,8 @@ def test_slurmctld_down_and_temporal_killed_during_a_scale_in_then_it_finishes(
     assert job.finished(60)["job_state"] == ["COMPLETED"], "the job was never killed"
     eventually(lambda: kube.pod(ns, node) is None, 90, "the scale-in finishes after both restarts")
     eventually(lambda: slurm_node(slurm, node) is None, 30, "its Slurm node gone")
-    assert result(temporal, wf).outcome == "deleted"
-    assert len(runs(temporal, wf)) == 1
+    # A reconcile's start (a join) sent while Temporal was down is retried by the client and can land after
+    # the scale-in ended: it makes a second run that finds the pod gone at its first step and ends "gone",
+    # touching nothing. Exactly one run did the work.
+    outcomes = sorted(outcomes_of(temporal, wf))
+    assert outcomes.count("deleted") == 1 and set(outcomes) <= {"deleted", "gone"}, outcomes
