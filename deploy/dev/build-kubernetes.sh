@@ -5,9 +5,19 @@
 set -euo pipefail
 out=${1:?usage: build-kubernetes.sh OUT_DIR}
 work=${SLINKY_BUILD_DIR:-$(dirname "$out")/kube-build}
+# The build's identity: the source package plus our fixes (below). Binaries cached under another id (a build
+# made before a fix) are rebuilt, never reused silently. Change it whenever a fix changes. slinky/dev/stack.py
+# reads this line.
+build_id="kubernetes-1.20.2+reflect2-1.0.2+openapi-empty-string-1"
 mkdir -p "$out" "$work"
-if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ]; then
-  echo "kubernetes binaries already cached in $out"; exit 0
+if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ] \
+   && [ "$(cat "$out/BUILD_ID" 2>/dev/null)" = "$build_id" ]; then
+  echo "kubernetes binaries already cached in $out ($build_id)"; exit 0
+fi
+if [ -e "$out/kube-apiserver" ]; then
+  echo "[kube-build] cached binaries are '$(cat "$out/BUILD_ID" 2>/dev/null || echo 'without a build id')'," \
+       "not '$build_id': rebuilding"
+  rm -f "$out/kube-apiserver" "$out/kube-controller-manager" "$out/kube-scheduler" "$out/BUILD_ID"
 fi
 # The Debian archive this machine already uses (no host name is written into the repo).
 archive=$(python3 "$(dirname "$0")/debian_archive.py")
@@ -34,6 +44,21 @@ if [ ! -f "$src/Makefile" ]; then
   rm -f "$top/vendor/github.com/modern-go/reflect2/go.mod"
   mv "$top" "$src"
 fi
+# Required fix 2: empty strings in custom resources. The CR type check of both vendored OpenAPI validators
+# treats a value as null when reflect.DeepEqual(reflect.Zero(T), reflect.ValueOf(data)) holds. That compares
+# two reflect.Value structs, pointers included; since Go 1.18 an empty string boxed in an interface and
+# reflect.Zero of string share the runtime's zero buffer, so "" compares equal to "zero" and is refused as
+# null ('spec.x in body must be of type string: "null"'). Real 1.20 builds (Go 1.15) never matched it for a
+# string read from JSON. Newer kube-openapi checks `data == nil` only; so do we. Idempotent, and verified:
+# the build stops if the old condition is still there.
+for f in vendor/k8s.io/kube-openapi/pkg/validation/validate/type.go vendor/github.com/go-openapi/validate/type.go; do
+  [ -f "$src/$f" ] || continue
+  sed -i 's/if data == nil || reflect\.DeepEqual(reflect\.Zero(reflect\.TypeOf(data)), reflect\.ValueOf(data)) {/if data == nil {/' "$src/$f"
+done
+if grep -rn 'reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data))' \
+     "$src/vendor/k8s.io/kube-openapi" "$src/vendor/github.com/go-openapi"; then
+  echo "[kube-build] the empty-string fix did not apply (above)"; exit 1
+fi
 echo "[kube-build] compiling (about 6 minutes on 2 cores)"
 cd "$src"
 export GOPATH="$gopath" GO111MODULE=off GOFLAGS= GOCACHE="$work/gocache"
@@ -42,6 +67,7 @@ make WHAT="cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler" >"
 for b in kube-apiserver kube-controller-manager kube-scheduler; do
   install -m 0755 "$(find _output -type f -name "$b" | head -n1)" "$out/$b"
 done
+echo "$build_id" > "$out/BUILD_ID"
 # The build tree is ~2.5 GB; only the binaries are worth keeping.
 rm -rf "$work/gopath" "$work/tree" "$work/gocache"
 echo "[kube-build] done: $out"

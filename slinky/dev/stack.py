@@ -10,6 +10,7 @@ See docs/dev-stack.md for the why of each step and the measured costs.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import secrets
@@ -21,7 +22,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +47,11 @@ HOST_PACKAGES = {
     "zstd": "zstd",
     "openssl": "openssl",
     "kubectl": "kubernetes-client",
+    "mariadbd": "mariadb-server",
+    "mariadb-install-db": "mariadb-server",
+    "mariadb": "mariadb-client",
 }
+POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 REFLECT2_DIR = Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
 
 
@@ -68,6 +73,8 @@ class Ports:
     slurmrestd: int = 18820
     bridge_metrics: int = 17300
     """The bridge worker's metrics; the Temporal SDK's are on the next port."""
+    mariadb: int = 13306
+    """MariaDB on loopback and the pods' bridge address (``slurmd_spec.BRIDGE_ADDRESS``)."""
 
 
 PORTS = Ports()
@@ -145,7 +152,7 @@ def preflight() -> None:
         raise StackError("slinky dev up needs root (it mounts a Slurm chroot): run it as root, e.g. sudo -E")
     if shutil.which("apt-get") is None:
         raise StackError("apt-get not found: the dev stack needs a Debian 12 machine (apt-get install ...)")
-    missing = [pkg for tool, pkg in HOST_PACKAGES.items() if shutil.which(tool) is None]
+    missing = list(dict.fromkeys(pkg for tool, pkg in HOST_PACKAGES.items() if shutil.which(tool) is None))
     if not REFLECT2_DIR.is_dir():
         missing.append("golang-github-modern-go-reflect2-dev")
     if missing:
@@ -153,8 +160,40 @@ def preflight() -> None:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         if subprocess.run(["apt-get", "update", "-qq"], env=env).returncode != 0:
             raise StackError("apt-get update failed: check that the Debian archive is reachable")
-        if subprocess.run(["apt-get", "install", "-y", "-qq", *missing], env=env).returncode != 0:
+        with _services_held():
+            installed = subprocess.run(["apt-get", "install", "-y", "-qq", *missing], env=env).returncode == 0
+        if not installed:
             raise StackError(f"apt-get install {' '.join(missing)} failed")
+        if "mariadb-server" in missing:
+            _disable_system_mariadb()
+
+
+@contextlib.contextmanager
+def _services_held() -> Iterator[None]:
+    """No package starts its system service while installed (etcd-server's, mariadb-server's): a temporary
+    ``policy-rc.d`` that exits 101. One already there (a container's) is left as it is, and kept afterwards."""
+    created = False
+    if not POLICY_RC_D.exists():
+        POLICY_RC_D.write_text(
+            "#!/bin/sh\n# Written by `slinky dev up` for the time of an apt-get install.\nexit 101\n"
+        )
+        POLICY_RC_D.chmod(0o755)
+        created = True
+    try:
+        yield
+    finally:
+        if created:
+            POLICY_RC_D.unlink(missing_ok=True)
+
+
+def _disable_system_mariadb() -> None:
+    """Undo the boot-time enabling of the mariadb-server package we just installed (``policy-rc.d`` only kept
+    it from starting now): the stack runs its own mariadbd. Never called for an installation made by others."""
+    if shutil.which("systemctl"):
+        subprocess.run(["systemctl", "disable", "--quiet", "mariadb.service"], capture_output=True, check=False)
+    if shutil.which("update-rc.d"):
+        subprocess.run(["update-rc.d", "mariadb", "disable"], capture_output=True, check=False)
+    log("mariadb-server installed; its system service was neither started nor left enabled")
 
 
 def promtool() -> Path:
@@ -178,12 +217,29 @@ def ensure_promtool() -> Path:
     return path
 
 
+def build_id(script: str) -> str:
+    """The id of what ``deploy/dev/<script>`` builds now (its ``build_id=`` line). A cache stamped with another
+    id (built before a fix of the script) is rebuilt, never reused silently."""
+    for line in (DEPLOY_DEV / script).read_text().splitlines():
+        if line.startswith("build_id="):
+            return line.split("=", 1)[1].strip().strip('"')
+    raise StackError(f"deploy/dev/{script} has no build_id= line")
+
+
+def _cached_id(stamp: Path) -> str:
+    return stamp.read_text().strip() if stamp.is_file() else ""
+
+
 def ensure_artifacts() -> None:
     ensure_promtool()
-    if not all((KUBE_BIN / b).is_file() for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")):
+    if not all(
+        (KUBE_BIN / b).is_file() for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+    ) or _cached_id(KUBE_BIN / "BUILD_ID") != build_id("build-kubernetes.sh"):
         log("building kube-apiserver, kube-controller-manager, kube-scheduler v1.20.2 (once; ~6-10 min)")
         _with_progress("kubernetes build", ["bash", str(DEPLOY_DEV / "build-kubernetes.sh"), str(KUBE_BIN)])
-    if not SLURM_TARBALL.is_file():
+    if not SLURM_TARBALL.is_file() or _cached_id(SLURM_TARBALL.with_name(SLURM_TARBALL.name + ".id")) != build_id(
+        "build-slurm-rootfs.sh"
+    ):
         log("building the Slurm 26.05 rootfs with debootstrap (once; ~2 min)")
         _with_progress("slurm rootfs", ["bash", str(DEPLOY_DEV / "build-slurm-rootfs.sh"), str(SLURM_TARBALL)])
 
@@ -498,6 +554,261 @@ def start_node_agent(procs: ProcessTable, nodes: int, worker_nodes: int = 0) -> 
     log(f"node agent started with {nodes} nodes and {worker_nodes} worker nodes")
 
 
+# --------------------------------------------------------------------------------------------- mariadb
+MARIADB_USER = "slinky"
+"""The stack's MariaDB account: every privilege, WITH GRANT OPTION, from any address (pods and loopback)."""
+MARIADB_SNAPSHOT_OPTION = "innodb-snapshot-isolation"
+"""Off for slurmdbd (docs/slurm.md, Accounting); passed only to a server that knows it (10.11.8 and later)."""
+SOCKET_PATH_MAX = 107
+"""The longest path a unix socket may have (``sun_path`` is 108 bytes with the NUL)."""
+
+
+def _mariadb_dir() -> Path:
+    return STATE / "mariadb"
+
+
+def mariadb_password_file() -> Path:
+    return _mariadb_dir() / "password"
+
+
+def _mariadb_socket() -> Path:
+    return _mariadb_dir() / "mariadbd.sock"
+
+
+def _mariadb_log() -> Path:
+    return STATE / "logs" / "mariadb.log"
+
+
+def mariadb_bind_address() -> str:
+    """Loopback and the pods' bridge: a pod in its network namespace reaches the host at the bridge's address."""
+    return f"127.0.0.1,{slurmd_spec.BRIDGE_ADDRESS}"
+
+
+def mariadbd_argv(
+    binary: str, datadir: Path, socket: Path, pid_file: Path, *, port: int, bind: str, snapshot_isolation_off: bool
+) -> list[str]:
+    """Our mariadbd in the foreground: no option file of the system's (``--no-defaults`` must come first), our
+    datadir, socket and port, no reverse DNS of clients (pods' addresses have no names; grants are by address)."""
+    argv = [
+        binary,
+        "--no-defaults",
+        f"--datadir={datadir}",
+        f"--socket={socket}",
+        f"--pid-file={pid_file}",
+        f"--port={port}",
+        f"--bind-address={bind}",
+        "--user=root",
+        "--skip-name-resolve",
+    ]
+    if snapshot_isolation_off:
+        argv.append(f"--{MARIADB_SNAPSHOT_OPTION}=OFF")
+    return argv
+
+
+def mariadb_install_db_argv(binary: str, datadir: Path) -> list[str]:
+    """Initialise a datadir once: root@localhost authenticates by unix socket (we run as root), no test db."""
+    return [
+        binary,
+        "--no-defaults",
+        f"--datadir={datadir}",
+        "--user=root",
+        "--auth-root-authentication-method=socket",
+        "--skip-test-db",
+    ]
+
+
+def mariadb_user_sql(user: str, password: str) -> str:
+    """Create or update the stack's user (idempotent): it may create databases and grant, from any address."""
+    for value in (user, password):
+        if not value or not value.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(f"unsafe MariaDB identifier or password: {value!r}")
+    account = f"'{user}'@'%'"
+    return (
+        f"CREATE USER IF NOT EXISTS {account} IDENTIFIED BY '{password}';\n"
+        f"ALTER USER {account} IDENTIFIED BY '{password}';\n"
+        f"GRANT ALL PRIVILEGES ON *.* TO {account} WITH GRANT OPTION;\n"
+    )
+
+
+def mariadb_env_values(state: Path) -> dict[str, str]:
+    """The env file's MariaDB keys; the host is the bridge's address, which both pods and the host reach."""
+    return {
+        "SLINKY_DEV_MARIADB_HOST": slurmd_spec.BRIDGE_ADDRESS,
+        "SLINKY_DEV_MARIADB_PORT": str(PORTS.mariadb),
+        "SLINKY_DEV_MARIADB_USER": MARIADB_USER,
+        "SLINKY_DEV_MARIADB_PASSWORD_FILE": str(state / "mariadb" / "password"),
+    }
+
+
+def _mariadb_binary(*names: str) -> str:
+    for name in names:
+        found = shutil.which(name) or (f"/usr/sbin/{name}" if Path(f"/usr/sbin/{name}").is_file() else None)
+        if found:
+            return found
+    raise StackError(f"MariaDB: {' or '.join(names)} not found; apt-get install mariadb-server")
+
+
+def _mariadbd_accepts(binary: str, option: str) -> bool:
+    """Whether this mariadbd knows ``option`` (its ``--help --verbose`` table of variables lists it)."""
+    out = subprocess.run(
+        [binary, "--no-defaults", "--help", "--verbose"], capture_output=True, text=True, timeout=30
+    ).stdout
+    return any(line.split(maxsplit=1)[:1] == [option] for line in out.splitlines())
+
+
+def first_mariadb_error(text: str) -> str | None:
+    """The first ``[ERROR]`` line of mariadbd's log text: the cause (the last line is only "Aborting")."""
+    return next((line.strip()[:200] for line in text.splitlines() if "[ERROR]" in line), None)
+
+
+def _mariadb_log_size() -> int:
+    try:
+        return _mariadb_log().stat().st_size
+    except OSError:
+        return 0
+
+
+def _mariadb_error(what: str, log_from: int | None = None) -> StackError:
+    """A StackError naming MariaDB and its log, quoting the log's first error since offset ``log_from`` (else
+    its last line)."""
+    log_file = _mariadb_log()
+    error = None
+    if log_from is not None:
+        try:
+            with log_file.open("rb") as f:
+                f.seek(log_from)
+                error = first_mariadb_error(f.read().decode(errors="replace"))
+        except OSError:
+            pass
+    quoted = f"error: {error}" if error else f"last log line: {_last_line(log_file)}"
+    return StackError(f"MariaDB {what} ({quoted}); see {log_file}")
+
+
+def _mariadb_root(sql: str) -> subprocess.CompletedProcess[str]:
+    """Run SQL as MariaDB's root over our unix socket (socket authentication: we are root)."""
+    client = _mariadb_binary("mariadb", "mysql")
+    return subprocess.run(
+        [client, "--no-defaults", f"--socket={_mariadb_socket()}", "--user=root", "--batch"],
+        input=sql,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def _mariadb_ping() -> bool:
+    admin = _mariadb_binary("mariadb-admin", "mysqladmin")
+    argv = [admin, "--no-defaults", f"--socket={_mariadb_socket()}", "--connect-timeout=2", "ping"]
+    return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
+
+
+def _mariadb_ready() -> bool:
+    """``SELECT 1`` as the stack's user over TCP at the address the env file gives (the bridge's)."""
+    env = mariadb_env_values(STATE)
+    password = Path(env["SLINKY_DEV_MARIADB_PASSWORD_FILE"]).read_text().strip()
+    proc = subprocess.run(
+        [
+            _mariadb_binary("mariadb", "mysql"),
+            "--no-defaults",
+            "--protocol=TCP",
+            f"--host={env['SLINKY_DEV_MARIADB_HOST']}",
+            f"--port={env['SLINKY_DEV_MARIADB_PORT']}",
+            f"--user={env['SLINKY_DEV_MARIADB_USER']}",
+            "--connect-timeout=2",
+            "--batch",
+            "--skip-column-names",
+            "--execute=SELECT 1",
+        ],
+        env={**os.environ, "MYSQL_PWD": password},  # not in argv, where `ps` would show it
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    return proc.returncode == 0 and proc.stdout.strip() == "1"
+
+
+def _init_mariadb_datadir(datadir: Path) -> None:
+    """``mariadb-install-db`` once, into a scratch directory renamed when complete: a failed or interrupted
+    initialisation never leaves a half datadir that a later ``up`` would take for a good one."""
+    if (datadir / "mysql").is_dir():
+        return
+    scratch = datadir.with_name(datadir.name + ".init")
+    shutil.rmtree(scratch, ignore_errors=True)
+    log_file = _mariadb_log()
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    log_from = _mariadb_log_size()
+    with log_file.open("a") as out:
+        proc = subprocess.run(
+            mariadb_install_db_argv(_mariadb_binary("mariadb-install-db", "mysql_install_db"), scratch),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=_mariadb_dir(),
+        )
+    if proc.returncode != 0:
+        raise _mariadb_error(f"datadir initialisation (mariadb-install-db) failed, exit {proc.returncode}", log_from)
+    shutil.rmtree(datadir, ignore_errors=True)  # empty or partial: it has no mysql/ schema
+    scratch.rename(datadir)
+    log(f"MariaDB datadir initialised in {datadir}")
+
+
+def _ensure_mariadb_user() -> None:
+    path = mariadb_password_file()
+    if not path.is_file():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(24) + "\n")
+    path.chmod(0o600)
+    proc = _mariadb_root(mariadb_user_sql(MARIADB_USER, path.read_text().strip()))
+    if proc.returncode != 0:
+        raise _mariadb_error(f"user {MARIADB_USER!r} could not be created: {proc.stderr.strip()[:300]}")
+
+
+def start_mariadb(procs: ProcessTable) -> None:
+    """Our own mariadbd (datadir, socket, port of ours; the system's service, if any, is left alone) and the
+    stack's user. The pods' bridge must exist first: mariadbd listens on its address too."""
+    directory = _mariadb_dir()
+    if procs.running("mariadb") is None:
+        socket = _mariadb_socket()
+        if len(str(socket)) > SOCKET_PATH_MAX:
+            raise StackError(f"MariaDB: socket path {socket} is too long; set SLINKY_DEV_DIR to a shorter path")
+        directory.mkdir(parents=True, exist_ok=True)
+        directory.chmod(0o700)
+        datadir = directory / "data"
+        _init_mariadb_datadir(datadir)
+        binary = _mariadb_binary("mariadbd", "mysqld")
+        argv = mariadbd_argv(
+            binary,
+            datadir,
+            socket,
+            directory / "mariadbd.pid",
+            port=PORTS.mariadb,
+            bind=mariadb_bind_address(),
+            snapshot_isolation_off=_mariadbd_accepts(binary, MARIADB_SNAPSHOT_OPTION),
+        )
+        log_from: int | None = _mariadb_log_size()
+        procs.start("mariadb", argv, log=_mariadb_log())
+        started = True
+    else:
+        log_from, started = None, False
+    deadline = time.monotonic() + 60
+    while not _mariadb_ping():
+        if procs.running("mariadb") is None:
+            raise _mariadb_error("(mariadbd) exited right after start", log_from)
+        if time.monotonic() > deadline:
+            raise _mariadb_error(f"not answering on {_mariadb_socket()} after 60s", log_from)
+        time.sleep(0.2)
+    _ensure_mariadb_user()
+    try:
+        _wait("MariaDB", _mariadb_ready, timeout=15)
+    except StackError:
+        raise _mariadb_error(
+            f"does not accept user {MARIADB_USER!r} over TCP at {slurmd_spec.BRIDGE_ADDRESS}:{PORTS.mariadb}"
+        ) from None
+    where = f"{slurmd_spec.BRIDGE_ADDRESS}:{PORTS.mariadb} and 127.0.0.1:{PORTS.mariadb}"
+    log(f"MariaDB {'up' if started else 'already running'} on {where} (user {MARIADB_USER})")
+
+
 # --------------------------------------------------------------------------------------------- slurm
 def _slurm_root() -> Path:
     return STATE / "slurm" / "root"
@@ -568,7 +879,9 @@ def _rootfs_extracted(root: Path) -> bool:
     """Whether the chroot holds Slurm. ``usr/sbin/slurmctld`` is an absolute symlink into the chroot's
     /etc/alternatives, which does not resolve from the host: test the link itself, never its target (following
     it once made ``up`` extract the tarball again over a live root)."""
-    return os.path.lexists(root / "usr" / "sbin" / "slurmctld")
+    return os.path.lexists(root / "usr" / "sbin" / "slurmctld") and _cached_id(
+        root / "etc" / "slinky-rootfs-id"
+    ) == build_id("build-slurm-rootfs.sh")
 
 
 def _write_slurm_conf() -> bool:
@@ -1065,6 +1378,7 @@ def env_values() -> dict[str, str]:
         "SLURM_REST_URL": f"http://127.0.0.1:{PORTS.slurmrestd}",
         "SLURM_JWT_FILE": str(STATE / "slurm" / "jwt"),
         "SLINKY_DEV_KUBE_BIN": str(KUBE_BIN),
+        **mariadb_env_values(STATE),
         "PATH": f"{temporal_cli().parent}:$PATH",
     }
 
@@ -1082,6 +1396,7 @@ COMPONENTS = (
     "kube-apiserver",
     "kube-controller-manager",
     "kube-scheduler",
+    "mariadb",
     "node-agent",
     "munged",
     "slurmctld",
@@ -1119,6 +1434,7 @@ def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True, worker_nodes: i
         # The pods' bridge before slurmctld: a Slurm node of a pod that is gone is never pinged through the
         # default route. The node agent after Slurm: a pod's slurmd needs the chroot mounted and munged up.
         slurmd_runtime.ensure_bridge()
+        start_mariadb(procs)  # after the bridge (it listens on its address), before anything using a database
         start_slurm(procs, nodes)
         start_node_agent(procs, nodes, worker_nodes)
         start_temporal(procs)
@@ -1158,6 +1474,7 @@ def status(*, quiet: bool = False) -> int:
     checks: dict[str, Callable[[], bool]] = {
         "kube-apiserver": _apiserver_ready,
         "kube-scheduler": _scheduler_ready,
+        "mariadb": _mariadb_ready,
         "slurmrestd": _rest_ready,
         "temporal": _temporal_ready,
         "webhook": lambda: dev_webhook.healthy(STATE / "webhook" / "ca.crt"),

@@ -119,7 +119,7 @@ class ExternalConfig(ApiModel):
 class MetricEndpoint(ApiModel):
     """One endpoint a ServiceMonitor scrapes."""
 
-    path: str = Field("", description="HTTP path to scrape metrics from.")
+    path: str | None = Field(None, description="HTTP path to scrape metrics from.")
     interval: str | None = Field(None, description="Scrape interval; empty means Prometheus' default.")
     scrape_timeout: str | None = Field(None, description="Scrape timeout; empty means Prometheus' default.")
 

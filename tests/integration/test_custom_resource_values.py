@@ -1,0 +1,263 @@
+"""What the dev stack's apiserver stores for values in custom resources, as a real Kubernetes 1.20 does (issue 17).
+
+The apiserver is built from Debian's v1.20.2 source with Go 1.19, and that build once refused every `""` in a
+custom resource (deploy/dev/build-kubernetes.sh, fix 2). These tests apply objects the way users do, with
+`kubectl apply`, and read them back: empty strings, nulls, empty lists and maps, integers written as floats,
+and the server-side defaults (upstream's `default: ""` included). docs/dev-stack.md lists what was checked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from slinky.operator.api.accounting import Accounting
+from slinky.operator.api.controller import Controller
+from slinky.operator.api.loginset import LoginSet
+from slinky.operator.api.nodeset import NodeSet
+from slinky.operator.api.restapi import RestApi
+from slinky.operator.api.token import Token
+from slinky.operator.validation import nodeset_problems
+from tests.integration.cluster import Kube
+
+pytestmark = pytest.mark.integration
+
+GROUP, VERSION = "slinky.slurm.net", "v1beta1"
+GROUP_VERSION = f"{GROUP}/{VERSION}"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "operator" / "upstream-chart-render.yaml"
+PLURAL = {
+    "Accounting": "accountings",
+    "Controller": "controllers",
+    "LoginSet": "loginsets",
+    "NodeSet": "nodesets",
+    "RestApi": "restapis",
+    "Token": "tokens",
+    "PodGroup": "podgroups.scheduling.x-k8s.io",
+    "Secret": "secrets",
+}
+
+
+def kubectl(env: dict[str, str], ns: str, *args: str, body: Any = None, check: bool = True) -> str:
+    stdin = None if body is None else (body if isinstance(body, str) else yaml.safe_dump_all(body))
+    proc = subprocess.run(
+        ["kubectl", "-n", ns, *args],
+        input=stdin,
+        env={**os.environ, "KUBECONFIG": env["KUBECONFIG"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout if proc.returncode == 0 else proc.stderr
+
+
+def get(env: dict[str, str], ns: str, kind: str, name: str) -> dict[str, Any]:
+    obj: dict[str, Any] = json.loads(kubectl(env, ns, "get", PLURAL[kind], name, "-o", "json"))
+    return obj
+
+
+def cr(kind: str, name: str, spec: dict[str, Any], **meta: Any) -> dict[str, Any]:
+    return {"apiVersion": GROUP_VERSION, "kind": kind, "metadata": {"name": name, **meta}, "spec": spec}
+
+
+def test_empty_strings_are_stored_and_returned_in_every_kind(dev_env: dict[str, str], ns: str) -> None:
+    """The defect: `spec.extraConf: Invalid value: "null"` for `extraConf: ""`. A real 1.20 keeps `""`."""
+    controller = cr(
+        "Controller",
+        "t3",
+        {
+            "slurmKeyRef": {"name": "k", "key": "slurm.key"},
+            "extraConf": "",
+            "clusterName": "",
+            "persistence": {"existingClaim": "", "storageClassName": ""},
+            "slurmctld": {"image": "", "args": [""]},
+            "template": {"spec": {"priorityClassName": ""}},
+        },
+    )
+    nodeset = cr(
+        "NodeSet",
+        "t3",
+        {
+            "controllerRef": {"name": "t3"},
+            "extraConf": "",
+            "partition": {"enabled": False},
+            "slurmd": {"image": "slurmd:26.05", "env": [{"name": "E", "value": ""}]},
+            "template": {"spec": {"hostname": ""}},
+        },
+    )
+    podgroup = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "t3", "annotations": {"empty": ""}, "labels": {"empty": ""}},
+        "spec": {"minMember": 2, "queue": ""},
+    }
+    kubectl(dev_env, ns, "apply", "-f", "-", body=[controller, nodeset, podgroup])
+
+    c = get(dev_env, ns, "Controller", "t3")["spec"]
+    assert c["extraConf"] == "" and c["clusterName"] == ""
+    assert c["persistence"]["existingClaim"] == "" and c["persistence"]["storageClassName"] == ""
+    assert c["slurmctld"] == {"image": "", "args": [""]} and c["template"]["spec"]["priorityClassName"] == ""
+    n = get(dev_env, ns, "NodeSet", "t3")["spec"]
+    assert n["extraConf"] == "" and n["template"]["spec"]["hostname"] == ""
+    assert n["slurmd"]["env"] == [{"name": "E", "value": ""}]
+    pg = get(dev_env, ns, "PodGroup", "t3")
+    assert pg["metadata"]["annotations"]["empty"] == "" and pg["metadata"]["labels"]["empty"] == ""
+    assert pg["spec"] == {"minMember": 2, "queue": ""}
+
+    # kubectl create and a second apply (a three-way merge against the stored object) take them too.
+    kubectl(dev_env, ns, "create", "-f", "-", body=[cr("Controller", "t4", {"extraConf": ""})])
+    assert get(dev_env, ns, "Controller", "t4")["spec"]["extraConf"] == ""
+    controller["spec"]["extraConf"] = "MaxJobCount=10"
+    kubectl(dev_env, ns, "apply", "-f", "-", body=[controller])
+    controller["spec"]["extraConf"] = ""
+    kubectl(dev_env, ns, "apply", "-f", "-", body=[controller])
+    assert get(dev_env, ns, "Controller", "t3")["spec"]["extraConf"] == ""
+
+
+def test_types_are_still_checked(dev_env: dict[str, str], ns: str) -> None:
+    """The fix makes `""` a string again; it must not make the type check pass everything."""
+    refused = kubectl(dev_env, ns, "apply", "-f", "-", body=[cr("Controller", "bad", {"extraConf": 5})], check=False)
+    assert "spec.extraConf" in refused and "string" in refused
+    refused = kubectl(
+        dev_env,
+        ns,
+        "apply",
+        "-f",
+        "-",
+        body=[cr("NodeSet", "bad", {"controllerRef": {"name": "c"}, "replicas": ""})],
+        check=False,
+    )
+    assert "spec.replicas" in refused and "integer" in refused
+    refused = kubectl(
+        dev_env,
+        ns,
+        "apply",
+        "-f",
+        "-",
+        body=[cr("NodeSet", "bad", {"controllerRef": {"name": "c"}, "replicas": 1.5})],
+        check=False,
+    )
+    assert "spec.replicas" in refused
+    # upstream's own pattern `^[^\n]+$` refuses an empty partition config, on a real 1.20 as here
+    refused = kubectl(
+        dev_env,
+        ns,
+        "apply",
+        "-f",
+        "-",
+        body=[cr("NodeSet", "bad", {"controllerRef": {"name": "c"}, "partition": {"config": ""}})],
+        check=False,
+    )
+    assert "spec.partition.config" in refused and "should match" in refused
+
+
+def test_nulls_empty_lists_maps_numbers_and_defaults(kube: Kube, dev_env: dict[str, str], ns: str) -> None:
+    """As the 1.20 apiextensions server does, for a body sent as is (kubectl drops nulls itself): a null in a
+    typed field without `nullable` is pruned, then defaulted if it has a default; nulls inside free-form
+    objects stay; empty lists and maps stay; an integral float is an integer, except where the scale
+    subresource reads `.spec.replicas` (NestedInt64: a real 1.20 refuses `2.0` there too); a reference's
+    `name` defaults to `""` (upstream's `default: ""`)."""
+    api = client.CustomObjectsApi(kube.api)
+    body = cr(
+        "NodeSet",
+        "n1",
+        {
+            "controllerRef": {},
+            "ordinalPadding": 2.0,
+            "extraConf": None,
+            "workloadDisruptionProtection": None,
+            "slurmd": {"image": "slurmd:26.05", "args": [], "resources": {}, "env": None},
+            "template": {"metadata": {}, "spec": {"imagePullSecrets": None, "tolerations": [], "nodeSelector": {}}},
+            "updateStrategy": {"rollingUpdate": {"maxUnavailable": "25%"}},
+        },
+    )
+    spec = api.create_namespaced_custom_object(GROUP, VERSION, ns, "nodesets", body)["spec"]
+    assert spec["controllerRef"] == {"name": ""}, "default: '' on a reference's name"
+    assert spec["ordinalPadding"] == 2 and isinstance(spec["ordinalPadding"], int)
+    assert "extraConf" not in spec, "a null in a typed field without a default is pruned"
+    assert spec["workloadDisruptionProtection"] is True, "a null in a field with a default is defaulted"
+    assert spec["slurmd"] == {"image": "slurmd:26.05", "args": [], "resources": {}, "env": None}
+    assert spec["template"] == {
+        "metadata": {},
+        "spec": {"imagePullSecrets": None, "tolerations": [], "nodeSelector": {}},
+    }
+    assert spec["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}}
+    assert spec["scalingMode"] == "StatefulSet" and spec["replicas"] == 1
+
+    for value, field in ((2.5, "ordinalPadding"), (2.0, "replicas")):
+        bad = cr("NodeSet", "n2", {"controllerRef": {"name": "c"}, field: value})
+        with pytest.raises(ApiException) as refused:
+            api.create_namespaced_custom_object(GROUP, VERSION, ns, "nodesets", bad)
+        assert refused.value.status == 422 and f"spec.{field}" in str(refused.value.body)
+    with pytest.raises(ApiException) as refused:
+        api.create_namespaced_custom_object(
+            GROUP, VERSION, ns, "nodesets", cr("NodeSet", "n3", {"controllerRef": None})
+        )
+    assert "spec.controllerRef: Required value" in str(refused.value.body), "pruned, then required"
+
+    token = cr("Token", "t1", {"username": "slurm", "jwtKeyRef": {"key": "jwt.key"}, "secretRef": {"key": ""}})
+    spec = api.create_namespaced_custom_object(GROUP, VERSION, ns, "tokens", token)["spec"]
+    assert spec["jwtKeyRef"] == {"key": "jwt.key", "name": ""} and spec["secretRef"] == {"key": "", "name": ""}
+
+    # kubectl apply drops nulls on the client, and sends `replicas: 2.0` of a YAML file as 2.
+    sent = cr("NodeSet", "n4", {"controllerRef": {"name": "c"}, "replicas": 2.0, "extraConf": None})
+    kubectl(dev_env, ns, "apply", "-f", "-", body=[sent])
+    stored = api.get_namespaced_custom_object(GROUP, VERSION, ns, "nodesets", "n4")["spec"]
+    assert stored["replicas"] == 2 and "extraConf" not in stored
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def _contains(stored: Any, sent: Any, path: str = "") -> list[str]:
+    """Where `sent` is not kept in `stored` (extra keys in `stored`, the server's defaults, are fine)."""
+    if isinstance(sent, dict):
+        if not isinstance(stored, dict):
+            return [path]
+        return [p for k, v in sent.items() for p in _contains(stored.get(k), v, f"{path}.{k}")]
+    if isinstance(sent, list):
+        if not isinstance(stored, list) or len(stored) != len(sent):
+            return [path]
+        return [p for i, v in enumerate(sent) for p in _contains(stored[i], v, f"{path}[{i}]")]
+    return [] if stored == sent else [f"{path}: sent {sent!r}, stored {stored!r}"]
+
+
+def test_upstream_chart_render_applies_unchanged_and_the_models_read_it(dev_env: dict[str, str], ns: str) -> None:
+    docs = [d for d in yaml.safe_load_all(FIXTURE.read_text()) if d]
+    kubectl(dev_env, ns, "apply", "-f", str(FIXTURE))
+    models = {
+        "Accounting": Accounting,
+        "Controller": Controller,
+        "LoginSet": LoginSet,
+        "NodeSet": NodeSet,
+        "RestApi": RestApi,
+        "Token": Token,
+    }
+    for doc in docs:
+        stored = get(dev_env, ns, doc["kind"], doc["metadata"]["name"])
+        if doc["kind"] == "Secret":
+            continue
+        typed_nulls_pruned = {**doc, "spec": _without_nulls(doc["spec"])}
+        # Nulls inside free-form objects (a pod template) are kept as written; compare the rest.
+        assert _contains(_without_nulls(stored), _without_nulls(typed_nulls_pruned)) == [], doc["kind"]
+        model = models[doc["kind"]].model_validate(stored)
+        assert model.metadata["name"] == doc["metadata"]["name"]
+    controller = get(dev_env, ns, "Controller", "slurm")["spec"]
+    assert controller["persistence"]["existingClaim"] == "" and "configFileRefs" not in controller
+    assert "imagePullSecrets" not in controller["template"]["spec"], "kubectl apply sends no nulls"
+    nodeset = NodeSet.model_validate(get(dev_env, ns, "NodeSet", "slurm-worker-slinky"))
+    assert nodeset_problems(nodeset) == [], "the operator reconciles the chart's NodeSet as it is"
