@@ -24,6 +24,8 @@ from slinky.operator.api.nodeset import NodeSet
 Obj = dict[str, Any]
 
 SLURMD_PORT = 6818
+SLURMCTLD_PORT = 6817
+"""slurmctld's port: SlurmctldPort, the Controller Service, and slurmd's configless `--conf-server`."""
 PRE_STOP = (
     "scontrol update nodename=$(hostname) state=down reason='"
     + wellknown.OPERATOR_REASON_PREFIX
@@ -37,6 +39,16 @@ _CONF_ITEM = re.compile(r"^([A-Za-z]+)=(.*)$")
 def pod_name(nodeset: str, ordinal: int, padding: int = 0) -> str:
     """`<nodeset>-<ordinal>`, the ordinal zero-padded to `padding` digits."""
     return f"{nodeset}-{ordinal:0{padding}d}" if padding else f"{nodeset}-{ordinal}"
+
+
+def hostname_of_ordinal(nodeset: NodeSet, ordinal: int) -> str:
+    """The Slurm node name of `ordinal` (StatefulSet mode), as upstream: the template's `hostname` as a prefix
+    with the padded ordinal (`hostname: gpu-` -> `gpu-0`), else the pod's name."""
+    padding = nodeset.spec.ordinal_padding
+    prefix = (nodeset.spec.template.spec or {}).get("hostname")
+    if prefix:
+        return f"{prefix}{ordinal:0{padding}d}" if padding else f"{prefix}{ordinal}"
+    return pod_name(_name(nodeset), ordinal, padding)
 
 
 def ordinal_of(nodeset: str, name: str) -> int | None:
@@ -78,10 +90,19 @@ def parse_extra_conf(extra_conf: str | None) -> dict[str, list[str]]:
     return out
 
 
+def slurm_nodeset_name(nodeset: NodeSet) -> str:
+    """The NodeSet's name in Slurm (its `NodeSet=` line, the Feature its slurmd registers with, its partition),
+    as upstream: the pod template's `hostname` prefix without its dashes (`gpu-` -> `gpu`) when set, else the
+    NodeSet's name."""
+    hostname = (nodeset.spec.template.spec or {}).get("hostname")
+    words = hostname.split() if isinstance(hostname, str) else []
+    return words[0].strip("-") if words else _name(nodeset)
+
+
 def slurmd_conf(nodeset: NodeSet) -> str:
-    """The `--conf` value: `Features=<nodeset>[,extra]` plus the other extraConf keys, sorted."""
+    """The `--conf` value: `Features=<slurm nodeset name>[,extra]` plus the other extraConf keys, sorted."""
     extra = parse_extra_conf(nodeset.spec.extra_conf)
-    features = sorted({_name(nodeset), *extra.pop("Feature", []), *extra.pop("Features", [])})
+    features = sorted({slurm_nodeset_name(nodeset), *extra.pop("Feature", []), *extra.pop("Features", [])})
     items = {"Features": ",".join(features), **{k: ",".join(v) for k, v in extra.items()}}
     return " ".join(f"{k}={v}" for k, v in sorted(items.items()))
 
@@ -92,7 +113,7 @@ def conf_server(controller: Controller) -> str:
     if controller.spec.external and ext is not None:
         return f"{ext.host}:{ext.port}"
     namespace = controller.metadata.get("namespace", "default")
-    return f"{controller.metadata.get('name', '')}-controller.{namespace}:6817"
+    return f"{controller.metadata.get('name', '')}-controller.{namespace}:{SLURMCTLD_PORT}"
 
 
 def slurmd_args(nodeset: NodeSet, controller: Controller) -> list[str]:
@@ -168,7 +189,7 @@ def build_pod(nodeset: NodeSet, controller: Controller, ordinal: int, revision: 
     """The pod of `ordinal` (StatefulSet mode): metadata, the slurmd container, scheduling rules; `pin` (with
     `pinToNode`) is the Kubernetes node the ordinal ran on before."""
     pod = pod_name(_name(nodeset), ordinal, nodeset.spec.ordinal_padding)
-    return _build(nodeset, controller, pod, pod, revision, str(ordinal), pin)
+    return _build(nodeset, controller, pod, hostname_of_ordinal(nodeset, ordinal), revision, str(ordinal), pin)
 
 
 def ordinal_to_node(nodeset: NodeSet, pods: list[Obj], previous: dict[str, str], nodes: set[str]) -> dict[str, str]:

@@ -96,6 +96,17 @@ def test_pod_is_upstreams_shape() -> None:
     assert "affinity" not in pods.build_pod(nodeset(oversubscribeNode=True), CONTROLLER, 0, "abc")["spec"]
 
 
+def test_template_hostname_is_a_prefix_of_the_ordinal_as_upstream() -> None:
+    """Upstream's chart renders `hostname: slinky-`: the Slurm node names are `slinky-0`, ... (padded)."""
+    ns = nodeset(ordinalPadding=2, template={"spec": {"hostname": "slinky-"}})
+    pod = pods.build_pod(ns, CONTROLLER, 3, "abc")
+    assert pod["metadata"]["name"] == "gpu-03" and pod["spec"]["hostname"] == "slinky-03"
+    assert pod["metadata"]["labels"][wellknown.LABEL_NODESET_POD_HOSTNAME] == "slinky-03"
+    assert pods.build_pod(nodeset(template={"spec": {"hostname": ""}}), CONTROLLER, 1, "abc")["spec"]["hostname"] == (
+        "gpu-1"
+    )
+
+
 def test_revision_changes_with_the_template_only() -> None:
     a = pods.revision_hash(nodeset(replicas=1), "h:1")
     assert a == pods.revision_hash(nodeset(replicas=9), "h:1"), "scaling is not a new revision"
