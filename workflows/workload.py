@@ -107,6 +107,7 @@ PATCH_ONE_BOUND_EVENT = "one-bound-event-activity"
 PATCH_EARLY_MEMBERS = "gang-early-members"
 PATCH_LATE_MEMBER = "gang-late-member"
 PATCH_RECOVER_LOST_JOB = "recover-lost-job"
+PATCH_UNRECORDED_SUBMISSION = "cancel-unrecorded-submission"
 
 # PodGroup status phases (scheduler-plugins coscheduling).
 GROUP_SCHEDULING, GROUP_RUNNING, GROUP_FINISHED, GROUP_FAILED = "Scheduling", "Running", "Finished", "Failed"
@@ -159,6 +160,8 @@ class WorkloadWorkflow:
         """Why the previous job is gone, for the Event of the resubmission ("Slurm lost job N (...)")."""
         self.spec: SlurmJobSpec | None = None
         self.jobs_seen: dict[int, JobEvent] = {}
+        self.recorded_jobs: set[int] = set()
+        """Job ids this history's submits returned: any other live job of this workflow is unrecorded."""
         self.job: JobEvent | None = None
         self.reason_shown = ""
         self.message = ""
@@ -341,6 +344,17 @@ class WorkloadWorkflow:
         assert self.job_id is not None
         return JobRef(job_id=self.job_id, workflow_id=workflow.info().workflow_id, submission=self.submission)
 
+    def _unrecorded_jobs(self) -> list[JobRef]:
+        """Live jobs of this workflow that the watcher reported but that are not its current job: a submit
+        that ran in a workflow task whose worker died before the task was recorded (kill -9 mid-task). The
+        replayed lifecycle never learns their ids from its history, so it cancels them here, by owner."""
+        wid = workflow.info().workflow_id
+        return [
+            JobRef(job_id=e.job_id, workflow_id=wid, submission=e.submission)
+            for e in self.jobs_seen.values()
+            if e.state in ("PENDING", "RUNNING") and e.job_id not in self.recorded_jobs and not self._is_current(e)
+        ]
+
     def _job_ended(self) -> bool:
         return self.job is not None and self.job.state in ENDED_STATES
 
@@ -492,6 +506,7 @@ class WorkloadWorkflow:
                 continue
             self.spec = spec
             self.job_id, self.submission = res.job_id, submission
+            self.recorded_jobs.add(res.job_id)
             self.reported, self.fix_retry = None, 0.0
             seen = self.jobs_seen.get(res.job_id)
             self.job = seen if seen is not None and self._is_current(seen) else None
@@ -872,6 +887,10 @@ class WorkloadWorkflow:
         if cancel and self.job_id is not None and not self._job_ended():
             self.step = "cancel_job"
             await self._do("cancel_job", self._job_ref(), retry.SLURM)
+        if cancel and self._unrecorded_jobs() and workflow.patched(PATCH_UNRECORDED_SUBMISSION):
+            self.step = "cancel_job"
+            for job in self._unrecorded_jobs():
+                await self._do("cancel_job", job, retry.SLURM)
         self.step = "remove_finalizer"
         await self._do("remove_finalizers", PodsInput(pods=self._refs()))
         if self.job_id is not None:

@@ -240,6 +240,25 @@ async def test_translation_error_waits_for_a_fix_then_submits(run_workload: Any,
     ]
 
 
+async def test_pods_ending_before_the_submit_cancel_a_submission_the_history_never_recorded(
+    run_workload: Any, fakes: FakeActivities
+) -> None:
+    """A worker killed after its submit ran but before the workflow task was recorded: the replayed lifecycle
+    has no job id, but the watcher reports the job (its comment names this workflow). When the pods then end
+    before a submit is recorded, that job is cancelled by owner, not left to the 60 s garbage collection
+    (seen in the chaos run: an orphan job after a kill -9 of the bridge worker)."""
+    fakes.build = [BuildSpecResult(error_reason="SlurmJobInvalid", error_message="bad")]
+    async with run_workload() as handle:
+        await step_is(handle, "wait_for_fix")
+        await handle.signal(WorkloadWorkflow.job_event, JobEvent(job_id=900, state="PENDING", submission=1))
+        await handle.signal(WorkloadWorkflow.job_event, JobEvent(job_id=901, state="CANCELLED", submission=2))
+        await pod_event(handle, PodEventKind.GONE)
+        assert await handle.result() == "the pods ended before a Slurm job was submitted"
+    assert fakes.names(skip=EVENTS) == ["build_job_spec", "cancel_job", "remove_finalizers"]
+    [cancel] = fakes.args("cancel_job")
+    assert (cancel.job_id, cancel.workflow_id, cancel.submission) == (900, handle.id, 1)
+
+
 async def test_change_during_a_failing_translation_is_not_lost(run_workload: Any, fakes: FakeActivities) -> None:
     """The user fixes the pod while the failing translation's Event is being written: re-translate at once."""
     fakes.build = [BuildSpecResult(error_reason="SlurmJobInvalid", error_message="bad"), BuildSpecResult(spec=SPEC)]
