@@ -8,6 +8,8 @@ Workflows never read settings: whatever a workflow decides on is copied into its
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -118,6 +120,22 @@ class OperatorSettings(BaseModel):
     workers: int = Field(4, description="NodeSet reconciles that run at once (one per NodeSet at a time).")
     token_workers: int = Field(2, description="Token reconciles that run at once (one per Token at a time).")
     namespaces: list[str] = Field(default_factory=list, description="Watch only these namespaces; empty: all.")
+    cluster_workers: int = Field(2, description="Managed-cluster reconciles (Controller, RestApi, ...) at once.")
+    cgroup_conf: str | None = Field(
+        None,
+        description="cgroup.conf of a managed Controller whose configFileRefs hold none; default: upstream's "
+        "(CgroupPlugin=cgroup/v2, IgnoreSystemd=yes). The dev stack's pods have no cgroup filesystem.",
+    )
+    slurm_conf_defaults: str = Field(
+        "",
+        description="Key=Value items (blank-separated), each written as a slurm.conf line before a managed "
+        "Controller's extraConf (a key its extraConf sets is left out), e.g. ProctrackType for nodes without cgroups.",
+    )
+    service_addresses: Literal["dns", "endpoints"] = Field(
+        "dns",
+        description="How the operator reaches a managed cluster's slurmrestd: the Service's DNS name (in the "
+        "cluster), or a ready pod address from its Endpoints (an operator outside cluster DNS: the dev stack).",
+    )
 
 
 class Settings(BaseSettings):

@@ -397,7 +397,9 @@ class NodeSetController:
         self, key: Key, raw: Obj, nodeset: NodeSet, controller: ControllerKey, ctl: Any, poll: ControllerPoll
     ) -> None:
         """Scale, update, keep each pod in step with its Slurm node, then write the status."""
-        revision = builder.revision_hash(nodeset, builder.conf_server(ctl))
+        key_ref = ctl.spec.slurm_key_ref
+        slurm_key = f"{key_ref.name}/{key_ref.key}" if key_ref is not None and key_ref.name else ""
+        revision = builder.revision_hash(nodeset, builder.conf_server(ctl), slurm_key)
         owned = self._owned(key, raw)
         for pod in owned:
             if pod.get("status", {}).get("phase") in ("Failed", "Succeeded") and not is_terminating(pod):

@@ -26,6 +26,9 @@ from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
 from slinky.config import Settings
 from workers import leading
+from workers.cluster.controller import ControllerReconciler
+from workers.cluster.restapi import RestApiReconciler
+from workers.cluster.runtime import Runtime
 from workers.leading import connect_temporal, run_as_leader
 from workers.nodeset_controller import NodeSetController
 from workers.operator_metrics import OperatorCollector
@@ -63,7 +66,7 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
     temporal = await connect_temporal(settings)
     await ensure_search_attributes(temporal)
     kube = KubeClient.from_kubeconfig(settings.kube.kubeconfig)
-    slurm = SlurmClients(kube, ops.rest_url or settings.slurm.rest_url)
+    slurm = SlurmClients(kube, ops.rest_url or settings.slurm.rest_url, service_addresses=ops.service_addresses)
     events = EventRecorder(kube)
     controller = NodeSetController(
         kube,
@@ -86,6 +89,9 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
     tokens = TokenController(kube, events, workers=ops.token_workers, namespaces=ops.namespaces)
+    cluster = Runtime(kube, events, namespaces=ops.namespaces, workers=ops.cluster_workers)
+    cluster.add(ControllerReconciler(cluster, ops))
+    cluster.add(RestApiReconciler(cluster))
     if settings.telemetry.metrics_port:
         registry = CollectorRegistry(auto_describe=True)
         registry.register(OperatorCollector(controller, tokens))
@@ -93,6 +99,7 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
     tasks = [
         asyncio.create_task(controller.run(), name="nodeset-controller"),
         asyncio.create_task(tokens.run(), name="token-controller"),
+        asyncio.create_task(cluster.run(), name="cluster-controllers"),
     ]
     try:
         async with events, worker:

@@ -21,6 +21,7 @@ from slinky.operator.api.controller import Controller
 from slinky.operator.models import ControllerKey
 
 KEY_TTL_SECONDS = 5.0
+RESTAPI_PORT = 6820
 
 
 class ControllerProblem(Exception):
@@ -47,9 +48,10 @@ class _Entry:
 class SlurmClients:
     """One `SlurmClient` per Controller, created on first use."""
 
-    def __init__(self, kube: KubeClient, rest_url: str) -> None:
+    def __init__(self, kube: KubeClient, rest_url: str, *, service_addresses: str = "dns") -> None:
         self.kube = kube
         self.rest_url = rest_url
+        self.service_addresses = service_addresses
         self._entries: dict[tuple[str, str], _Entry] = {}
 
     async def controller(self, key: ControllerKey) -> Controller:
@@ -65,7 +67,10 @@ class SlurmClients:
         """The Controller's signing key and its slurmrestd URL."""
         controller = await self.controller(key)
         annotations = controller.metadata.get("annotations") or {}
-        url = str(annotations.get(wellknown.ANNOTATION_CONTROLLER_REST_URL) or self.rest_url)
+        if controller.spec.external:
+            url = str(annotations.get(wellknown.ANNOTATION_CONTROLLER_REST_URL) or self.rest_url)
+        else:
+            url = await self._managed_url(key)
         ref = controller.spec.jwt_key()
         if ref is None:
             raise ControllerProblem(
@@ -81,6 +86,38 @@ class SlurmClients:
         if not data:
             raise ControllerProblem("JwtKeySecretNotFound", f"Secret {key.namespace}/{ref.name} has no key {ref.key}")
         return base64.b64decode(data), url
+
+    async def _managed_url(self, key: ControllerKey) -> str:
+        """A managed Controller's slurmrestd: its oldest RestApi's Service (upstream's slurmclient controller),
+        by DNS name, or (``service_addresses="endpoints"``: an operator outside cluster DNS) a ready address
+        of its Endpoints."""
+        listing = await self.kube.get(f"/apis/slinky.slurm.net/v1beta1/namespaces/{key.namespace}/restapis")
+        mine = [
+            r
+            for r in listing.get("items") or []
+            if ((r.get("spec") or {}).get("controllerRef") or {}).get("name") == key.name
+            and not r["metadata"].get("deletionTimestamp")
+        ]
+        if not mine:
+            raise ControllerProblem(
+                "RestApiNotFound",
+                f"Controller {key.namespace}/{key.name} is managed and no RestApi names it: the operator reaches "
+                "a managed cluster through its RestApi (slurmrestd)",
+            )
+        oldest = min(mine, key=lambda r: (r["metadata"].get("creationTimestamp") or "", r["metadata"]["name"]))
+        service = f"{oldest['metadata']['name']}-restapi"
+        if self.service_addresses != "endpoints":
+            return f"http://{service}.{key.namespace}:{RESTAPI_PORT}"
+        try:
+            endpoints = await self.kube.get(f"/api/v1/namespaces/{key.namespace}/endpoints/{service}")
+        except KubeNotFound:
+            endpoints = {}
+        for subset in endpoints.get("subsets") or []:
+            for address in subset.get("addresses") or []:
+                return f"http://{address['ip']}:{RESTAPI_PORT}"
+        raise ControllerProblem(
+            "RestApiNotReady", f"RestApi {key.namespace}/{oldest['metadata']['name']} has no ready slurmrestd pod yet"
+        )
 
     async def client(self, key: ControllerKey) -> SlurmApi:
         """The client of `key`, its signing key (and URL) re-read when older than a few seconds."""

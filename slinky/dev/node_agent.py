@@ -43,9 +43,10 @@ from typing import Any, Final
 from slinky import wellknown
 from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeUnavailable
 from slinky.clients.kube import KubeClient, load_kubeconfig, micro_time, rfc3339
+from slinky.dev import launch, pod_volumes
 from slinky.dev.slurmd_pods import SlurmdPods
 from slinky.dev.slurmd_runtime import SlurmdRuntime
-from slinky.dev.slurmd_spec import slurmd_container
+from slinky.dev.slurmd_spec import BRIDGE_ADDRESS, slurmd_container
 
 log = logging.getLogger("slinky.dev.node_agent")  # not __main__ under python -m
 
@@ -497,15 +498,27 @@ class NodeAgent:
                 arm=self._arm,
                 enqueue=self._queue.add,
                 released=self._deleted_uids,
+                plan=self._plan,
             )
+        self._objects: dict[str, dict[tuple[str, str], Obj]] = {"configmaps": {}, "secrets": {}, "services": {}}
+        """What daemon pods read besides themselves (volumes, env, /etc/hosts), by (namespace, name)."""
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.register_nodes()
+        extra: list[asyncio.Task[None]] = []
         if self._slurmd is not None:
             await self._slurmd.start()
+            extra = [
+                *(
+                    asyncio.create_task(self._object_watch(kind), name=f"watch-{kind}")
+                    for kind in ("configmaps", "secrets", "services")
+                ),
+                asyncio.create_task(self._provision_loop(), name="local-path-provisioner"),
+            ]
         tasks = [
+            *extra,
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
             asyncio.create_task(self._watch_loop(), name="watch"),
             asyncio.create_task(self._timer_loop(), name="timers"),
@@ -607,6 +620,69 @@ class NodeAgent:
         async with self._sem:
             return await coro
 
+    # -- what daemon pods read ------------------------------------------------------------------------------
+    def _plan(self, pod: Obj) -> launch.Launch:
+        """A daemon pod's launch from the caches (its volumes, env and /etc/hosts)."""
+        assert self.options.slurmd is not None
+        return launch.plan(
+            pod,
+            self._objects["configmaps"],
+            self._objects["secrets"],
+            list(self._pods.values()),
+            list(self._objects["services"].values()),
+            [(BRIDGE_ADDRESS, self.options.slurmd.controller_host)],
+        )
+
+    async def _object_watch(self, kind: str) -> None:
+        """List then watch ConfigMaps, Secrets or Services cluster-wide; a change requeues the daemon pods that
+        read the object (a Service: every daemon pod, for its /etc/hosts)."""
+        cache = self._objects[kind]
+        async for event, obj in self.api.list_watch(
+            f"/api/v1/{kind}", {}, timeout_seconds=self.options.watch_timeout_seconds
+        ):
+            if event == "SYNC":
+                cache.clear()
+                for item in obj["items"]:
+                    cache[(item["metadata"]["namespace"], item["metadata"]["name"])] = item
+                self._requeue_daemons(kind, None)
+                continue
+            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+            if event == "DELETED":
+                cache.pop(key, None)
+            else:
+                cache[key] = obj
+            self._requeue_daemons(kind, key)
+
+    async def _provision_loop(self) -> None:
+        """A local-path provisioner: every unbound claim of no storage class gets a hostPath PersistentVolume at
+        its directory under the agent's state, pre-bound to it (the binder in kube-controller-manager binds
+        them); daemon pods mount that directory (docs/dev-stack.md)."""
+        assert self.options.slurmd is not None
+        state = str(self.options.slurmd.state_dir)
+        async for event, obj in self.api.list_watch(
+            "/api/v1/persistentvolumeclaims", {}, timeout_seconds=self.options.watch_timeout_seconds
+        ):
+            for claim in obj["items"] if event == "SYNC" else [obj] if event != "DELETED" else []:
+                volume = pod_volumes.provision(claim, state)
+                if volume is None:
+                    continue
+                with contextlib.suppress(KubeConflict):
+                    await self.api.create("/api/v1/persistentvolumes", volume)
+                    log.info(
+                        "claim %s/%s: PersistentVolume %s at %s",
+                        claim["metadata"]["namespace"],
+                        claim["metadata"]["name"],
+                        volume["metadata"]["name"],
+                        volume["spec"]["hostPath"]["path"],
+                    )
+
+    def _requeue_daemons(self, kind: str, key: tuple[str, str] | None) -> None:
+        for pod_key_, pod in self._pods.items():
+            if slurmd_container(pod) is None or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+                continue
+            if kind == "services" or key is None or (kind, *key) in pod_volumes.sources(pod):
+                self._queue.add(pod_key_)
+
     # -- pod watch ----------------------------------------------------------------------------------------
 
     async def _watch_loop(self) -> None:
@@ -654,6 +730,8 @@ class NodeAgent:
         if cached is None or resource_version(pod) >= resource_version(cached):
             self._pods[key] = pod
         self._queue.add(key)
+        if self._slurmd is not None and _names_pod(pod) and _dns_view(cached) != _dns_view(pod):
+            self._requeue_daemons("services", None)  # its name or address changed: other pods' /etc/hosts
         return True
 
     def _forget(self, key: PodKey) -> None:
@@ -763,6 +841,21 @@ class NodeAgent:
         patch = terminated_status(pod, now, spec.exit_code, phase=final)
         self._remember(key, await self.api.patch(path + "/status", patch, "strategic"))
         log.info("pod %s/%s on %s: Running -> %s (exit code %d)", *key, node, final, spec.exit_code)
+
+
+def _names_pod(pod: Obj) -> bool:
+    """A pod other pods may resolve: a daemon pod (Services select them) or a headless Service's member."""
+    return slurmd_container(pod) is not None or bool((pod.get("spec") or {}).get("subdomain"))
+
+
+def _dns_view(pod: Obj | None) -> tuple[Any, ...]:
+    """What of a pod other pods' /etc/hosts depend on (slinky.dev.pod_dns)."""
+    if pod is None:
+        return ()
+    status, spec = pod.get("status") or {}, pod.get("spec") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    labels = tuple(sorted(((pod.get("metadata") or {}).get("labels") or {}).items()))
+    return (status.get("podIP"), status.get("phase"), ready, spec.get("hostname"), spec.get("subdomain"), labels)
 
 
 def _all_terminated(status: Obj) -> bool:

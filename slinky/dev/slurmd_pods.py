@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import logging
 import math
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Collection, Coroutine
@@ -30,8 +32,9 @@ from typing import Any, Final
 
 from slinky.clients.errors import KubeConflict, KubeNotFound
 from slinky.clients.kube import KubeClient
-from slinky.dev import slurmd_runtime
+from slinky.dev import daemons, pod_volumes, slurmd_runtime
 from slinky.dev import slurmd_spec as spec
+from slinky.dev.launch import Launch
 from slinky.dev.slurmd_runtime import PodProcess, SlurmdRuntime
 
 log = logging.getLogger("slinky.dev.slurmd_pods")
@@ -42,8 +45,25 @@ PodKey = tuple[str, str]
 POLL_SECONDS: Final = 0.5
 READY_TIMEOUT_SECONDS: Final = 120.0
 RETRY_SECONDS: Final = 5.0
+CONFIG_RETRY_SECONDS: Final = 2.0
 ORPHAN_STOP_SECONDS: Final = 10.0
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+
+
+def _probe(address: str, kind: str, port: int, path: str) -> bool:
+    """A kubelet's tcpSocket or httpGet probe against the pod's address (routable from the host)."""
+    try:
+        if kind == "tcp":
+            with socket.create_connection((address, port), timeout=1.0):
+                return True
+        conn = http.client.HTTPConnection(address, port, timeout=1.0)
+        try:
+            conn.request("GET", path)
+            return 200 <= conn.getresponse().status < 400
+        finally:
+            conn.close()
+    except OSError:
+        return False
 
 
 def _path(key: PodKey) -> str:
@@ -62,10 +82,13 @@ class SlurmdPods:
         arm: Callable[[PodKey, float], None],
         enqueue: Callable[[PodKey], None],
         released: set[str],
+        plan: Callable[[Obj], Launch],
     ) -> None:
         """``remember`` caches a write's answer, ``arm`` asks for a reconcile at a wall-clock time, ``enqueue``
-        asks for one now; ``released`` is the agent's set of pod uids already deleted with grace 0."""
+        asks for one now; ``released`` is the agent's set of pod uids already deleted with grace 0; ``plan``
+        decides a pod's launch from the agent's caches (``slinky.dev.launch``)."""
         self.runtime = runtime
+        self._plan = plan
         self.api = api
         self._remember = remember
         self._arm = arm
@@ -163,6 +186,11 @@ class SlurmdPods:
         async with self._lock(pod["metadata"]["uid"]):
             try:
                 await self._reconcile(key, pod)
+            except pod_volumes.VolumeError as exc:
+                # A kubelet's CreateContainerConfigError: a ConfigMap or Secret is missing (yet), or a volume
+                # the agent cannot lay out. The pod waits; a change of the object requeues it sooner.
+                log.warning("pod %s/%s: %s; retrying in %.0fs", *key, exc, CONFIG_RETRY_SECONDS)
+                self._arm(key, time.time() + CONFIG_RETRY_SECONDS)
             except (OSError, subprocess.SubprocessError, spec.PoolExhausted) as exc:
                 log.warning("pod %s/%s: %s; retrying in %.0fs", *key, exc, RETRY_SECONDS)
                 self._arm(key, time.time() + RETRY_SECONDS)
@@ -207,17 +235,27 @@ class SlurmdPods:
         await self._patch(key, spec.pod_status(pod, view, time.time()))
 
     async def _start(self, key: PodKey, pod: Obj, *, restarts: int, last_state: Obj | None) -> None:
-        container = spec.slurmd_container(pod) or {}
-        record = await asyncio.to_thread(self.runtime.start, pod, container)
+        launch = self._plan(pod)
+        record = await asyncio.to_thread(self.runtime.start, pod, launch)
         self._watch(record, key)
         await self._post_running(key, pod, record, ready=False, restarts=restarts, last_state=last_state)
-        log.info("pod %s/%s on %s: slurmd started -> Running at %s", *key, pod["spec"]["nodeName"], record.address)
+        log.info(
+            "pod %s/%s on %s: %s started -> Running at %s",
+            *key,
+            pod["spec"]["nodeName"],
+            launch.daemon.container,
+            record.address,
+        )
         self._ready_deadline[record.uid] = time.monotonic() + READY_TIMEOUT_SECONDS
         self._arm(key, time.time() + POLL_SECONDS)
 
     async def _running(self, key: PodKey, pod: Obj, record: PodProcess) -> None:
-        """slurmd runs: make the status say so, then poll Slurm until the node has registered."""
+        """The daemon runs: keep its files current, make the status say so, then poll until it is ready (slurmd:
+        its node registered; another daemon: its readiness probe, else at once)."""
         uid = record.uid
+        launch = self._plan(pod)
+        if await asyncio.to_thread(self.runtime.refresh, uid, launch):
+            log.info("pod %s/%s: volumes or /etc/hosts updated", *key)
         if not spec.is_running(pod, record.address):  # e.g. the agent died between start and status
             last = spec.container_status(pod).get("lastState")
             await self._post_running(
@@ -239,7 +277,18 @@ class SlurmdPods:
                 READY_TIMEOUT_SECONDS,
             )
             return
-        node = await asyncio.to_thread(self.runtime.slurm_node, record.hostname)
+        if launch.daemon.container != spec.CONTAINER_NAME:
+            target = daemons.probe(launch.container)
+            ok = target is None or await asyncio.to_thread(_probe, record.address, *target)
+            if not ok:
+                self._arm(key, time.time() + POLL_SECONDS)
+                return
+            last = spec.container_status(pod).get("lastState") or None
+            await self._post_running(key, pod, record, ready=True, restarts=spec.restart_count(pod), last_state=last)
+            self._ready_deadline.pop(uid, None)
+            log.info("pod %s/%s: %s ready", *key, launch.daemon.container)
+            return
+        node = await asyncio.to_thread(self.runtime.slurm_node, uid, record.hostname)
         if not spec.node_registered(node, record.address, record.started_at):
             self._arm(key, time.time() + POLL_SECONDS)
             return
@@ -292,8 +341,8 @@ class SlurmdPods:
                 await self._patch(key, spec.pod_status(pod, view, now))
             self._arm(key, due)
             return
-        container = spec.slurmd_container(pod) or {}
-        record = await asyncio.to_thread(self.runtime.spawn, uid, container)
+        launch = self._plan(pod)
+        record = await asyncio.to_thread(self.runtime.spawn, uid, launch)
         self._restart_at.pop(uid, None)
         self._last_exit.pop(uid, None)
         self._watch(record, key)

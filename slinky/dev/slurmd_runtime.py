@@ -29,20 +29,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from slinky.dev import daemons, pod_volumes
 from slinky.dev import slurmd_spec as spec
+from slinky.dev.launch import Launch
 from slinky.dev.procs import start_time
 
 log = logging.getLogger("slinky.dev.slurmd_runtime")
 
 CHROOT_PATH: Final = "PATH=/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_ENV: Final = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-ENTER_POD: Final = (
-    'mount --bind "$1" "$2/etc/hosts" && mount --bind "$3" "$2/var/spool/slurmd" && '
-    'mount --bind "$2/run/munge" "$4/munge" && mount --rbind "$4" "$2/run" && '
-    'hostname "$5" && shift 5 && exec "$@"'
-)
-"""Runs inside the pod's fresh mount and UTS namespaces, then becomes the chroot'ed slurmd (same PID). The pod's
-own ``/run`` (pid file, configless cache) keeps munged's socket directory."""
 STATE_FILE: Final = "state.json"
 
 
@@ -129,6 +124,52 @@ def create_namespace(slot: int) -> None:
         ["ip", "-n", ns, "link", "set", "lo", "up"],
     ):
         _run(argv)
+
+
+LOG_DIR: Final = "/var/log/slurm"
+
+
+def _write_text(path: Path, text: str) -> bool:
+    """Write ``text`` in place when it differs (a bind-mounted file keeps its inode); True when it changed."""
+    try:
+        if path.read_text() == text:
+            return False
+    except OSError:
+        pass
+    with path.open("w") as f:
+        f.write(text)
+    return True
+
+
+def _write_files(directory: Path, files: Mapping[str, tuple[bytes, int]], uid: int, gid: int) -> bool:
+    """Make ``directory`` hold exactly ``files`` (relative path -> content, mode), owned by uid:gid. Each
+    changed file is written beside and renamed over the old one, so a reader never sees half a file; files no
+    longer listed go. True when anything changed."""
+    changed = False
+    directory.mkdir(parents=True, exist_ok=True)
+    wanted = set()
+    for rel, (content, mode) in files.items():
+        path = directory / rel
+        wanted.add(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            st = path.stat()
+            same = path.read_bytes() == content and (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (mode, uid, gid)
+        except OSError:
+            same = False
+        if same:
+            continue
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(content)
+        os.chown(tmp, uid, gid)
+        os.chmod(tmp, mode)
+        tmp.replace(path)
+        changed = True
+    for path in list(directory.rglob("*")):
+        if path.is_file() and path not in wanted:
+            path.unlink()
+            changed = True
+    return changed
 
 
 # --------------------------------------------------------------------------------------------- records
@@ -298,8 +339,8 @@ class SlurmdRuntime:
         return self.log_dir / f"{pod.namespace}_{pod.name}_{pod.uid[:8]}.log"
 
     # -- start -------------------------------------------------------------------------------------------
-    def start(self, pod: Mapping[str, Any], container: Mapping[str, Any]) -> PodProcess:
-        """Reserve a slot (recorded first), build the namespace, start slurmd: the pod's first run."""
+    def start(self, pod: Mapping[str, Any], launch: Launch) -> PodProcess:
+        """Reserve a slot (recorded first), build the namespace, start the daemon: the pod's first run."""
         meta = pod["metadata"]
         with self._lock:
             used = {p.slot for p in self._pods.values()}
@@ -312,31 +353,81 @@ class SlurmdRuntime:
             self._save()
         try:
             create_namespace(slot)
-            return self.spawn(record.uid, container)
+            return self.spawn(record.uid, launch)
         except BaseException:
             self.release(record.uid)
             raise
 
-    def spawn(self, uid: str, container: Mapping[str, Any]) -> PodProcess:
-        """Start slurmd in the pod's existing namespace (first run or restart) and record it."""
+    def _ids(self, user: str) -> tuple[int, int]:
+        """uid and gid of ``user`` (a name in the chroot's passwd, or ``uid[:gid]``)."""
+        if user.replace(":", "").isdigit():
+            uid, _, gid = user.partition(":")
+            return int(uid), int(gid or uid)
+        for line in (self.root / "etc" / "passwd").read_text().splitlines():
+            fields = line.split(":")
+            if fields[0] == user and len(fields) > 3:
+                return int(fields[2]), int(fields[3])
+        raise OSError(f"user {user!r} is not in the Slurm chroot's /etc/passwd")
+
+    def _layout(self, record: PodProcess, launch: Launch) -> list[daemons.Bind]:
+        """Write the pod's volumes (files changed since the last time only) and return their bind mounts."""
+        uid, gid = self._ids(launch.owner)
+        pod_dir = self._pod_dir(record.uid)
+        where: dict[str, Path] = {}
+        for volume in launch.volumes:
+            if isinstance(volume, pod_volumes.FileVolume):
+                target = pod_dir / "volumes" / volume.name
+                _write_files(target, volume.files, uid, gid)
+            elif volume.where == "pod":
+                target = pod_dir / "empty" / volume.name
+            elif volume.where == "claim":
+                target = self.state_dir / volume.path
+            else:
+                target = Path(volume.path)
+            if not isinstance(volume, pod_volumes.FileVolume) and not target.exists():
+                target.mkdir(parents=True)
+                os.chown(target, uid, gid)
+            where[volume.name] = target
+        binds = []
+        for mount in sorted(launch.mounts, key=lambda m: (m.path.count("/"), m.path)):
+            source = where[mount.volume] / mount.sub_path if mount.sub_path else where[mount.volume]
+            binds.append(daemons.Bind(str(source), daemons.under(str(self.root), mount.path)))
+        return binds
+
+    def spawn(self, uid: str, launch: Launch) -> PodProcess:
+        """Start the daemon in the pod's existing namespace (first run or restart) and record it."""
         record = self.get(uid)
         if record is None:
             raise KeyError(uid)
         self._check_root()
         kill_namespace(record.netns)  # what the previous run left (a restart): a runtime starts clean
         pod_dir = self._pod_dir(uid)
-        for sub in ("spool/" + record.hostname, "run/munge"):
+        for sub in ("spool/" + record.hostname, "run/munge", "log"):
             (pod_dir / sub).mkdir(parents=True, exist_ok=True)
-        (pod_dir / "hosts").write_text(spec.hosts_file(record.hostname, record.address, self.controller_host))
-        (self.root / "var" / "spool" / "slurmd").mkdir(parents=True, exist_ok=True)
-        argv = [
-            *("ip", "netns", "exec", record.netns, "unshare", "--mount", "--uts", "--", "sh", "-c", ENTER_POD, "sh"),
-            *(str(pod_dir / "hosts"), str(self.root), str(pod_dir / "spool"), str(pod_dir / "run"), record.hostname),
-            *("chroot", str(self.root), "/usr/bin/env", "-i", CHROOT_PATH, "/usr/sbin/slurmd"),
-            *spec.slurmd_args(container, record.address),
-        ]
+        _write_text(pod_dir / "hosts", launch.hosts(record.address))
         log_file = self.log_file(record)
         log_file.parent.mkdir(parents=True, exist_ok=True)
+        log_file.touch()
+        owner = self._ids(launch.owner)
+        os.chown(log_file, *owner)  # a daemon that switched to SlurmUser reopens its stderr by name
+        (self.root / "var" / "spool" / "slurmd").mkdir(parents=True, exist_ok=True)
+        root = str(self.root)
+        binds = [
+            daemons.Bind(str(pod_dir / "hosts"), daemons.under(root, "/etc/hosts")),
+            daemons.Bind(str(pod_dir / "spool"), daemons.under(root, "/var/spool/slurmd")),
+            daemons.Bind(daemons.under(root, "/run/munge"), str(pod_dir / "run" / "munge")),
+            daemons.Bind(str(pod_dir / "run"), daemons.under(root, "/run"), recursive=True),
+            daemons.Bind(str(pod_dir / "log"), daemons.under(root, LOG_DIR)),
+            *self._layout(record, launch),
+        ]
+        user = launch.user
+        argv = [
+            *("ip", "netns", "exec", record.netns, "unshare", "--mount", "--uts", "--"),
+            *("sh", "-c", daemons.mount_script(binds, record.hostname), "sh"),
+            *("chroot", *([f"--userspec={user}"] if user != "root" else []), root, "/usr/bin/env", "-i", CHROOT_PATH),
+            *(f"{k}={v}" for k, v in launch.environment().items() if k != "PATH"),
+            *launch.argv(record.address),
+        ]
         with log_file.open("ab") as out:
             child = subprocess.Popen(
                 argv,
@@ -352,14 +443,29 @@ class SlurmdRuntime:
             self._children[uid] = child
             self._save()
         log.info(
-            "pod %s/%s: slurmd pid %d as %s at %s",
+            "pod %s/%s: %s pid %d as %s at %s",
             record.namespace,
             record.name,
+            launch.daemon.container,
             child.pid,
             record.hostname,
             record.address,
         )
         return record
+
+    def refresh(self, uid: str, launch: Launch) -> bool:
+        """Bring a running pod's volume files and /etc/hosts up to date (ConfigMaps, Secrets, Services and pod
+        addresses change; a kubelet refreshes projected volumes too). True when a file changed."""
+        record = self.get(uid)
+        if record is None:
+            return False
+        pod_dir = self._pod_dir(uid)
+        changed = _write_text(pod_dir / "hosts", launch.hosts(record.address))
+        uid_, gid = self._ids(launch.owner)
+        for volume in launch.volumes:
+            if isinstance(volume, pod_volumes.FileVolume):
+                changed |= _write_files(pod_dir / "volumes" / volume.name, volume.files, uid_, gid)
+        return changed
 
     def _check_root(self) -> None:
         """The pod's mount namespace copies the chroot's mounts when it starts and never sees later ones: start
@@ -426,9 +532,15 @@ class SlurmdRuntime:
         return strays
 
     # -- Slurm ---------------------------------------------------------------------------------------------
-    def slurm_node(self, hostname: str) -> dict[str, Any] | None:
-        """Slurm's record of the node (``scontrol --json show node``), or None when Slurm does not know it."""
-        argv = ["chroot", str(self.root), "/usr/bin/env", "-i", CHROOT_PATH]
+    def slurm_node(self, uid: str, hostname: str) -> dict[str, Any] | None:
+        """Slurm's record of the node (``scontrol --json show node``) asked from inside the pod, so with the pod's
+        own configuration (its /etc/slurm, or slurmd's configless cache): its cluster's controller answers.
+        None when Slurm does not know the node, or the pod's daemon no longer runs."""
+        record = self.get(uid)
+        if record is None or not record.alive():
+            return None
+        argv = [*("nsenter", "--target", str(record.pid), "--net", "--mount", "--uts", "--")]
+        argv += ["chroot", str(self.root), "/usr/bin/env", "-i", CHROOT_PATH]
         argv += ["/usr/bin/scontrol", "--json", "show", "node", hostname]
         proc = _run(argv, check=False, timeout=10.0)
         try:

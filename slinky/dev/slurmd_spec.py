@@ -17,11 +17,13 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from slinky.clients.kube import rfc3339
+from slinky.dev.daemons import daemon_container
 
 Obj = dict[str, Any]
 
 CONTAINER_NAME: Final = "slurmd"
-"""A container of this name runs as a real slurmd, whatever its image."""
+"""A container of this name runs as a real slurmd, whatever its image; the other daemons are in
+``slinky.dev.daemons``."""
 POOL: Final = ipaddress.IPv4Network("10.226.28.0/22")
 """Pod addresses; apart from the ``slinky dev up --slurmd`` daemons' 10.226.27.0/24."""
 BRIDGE: Final = "slkpbr0"
@@ -97,11 +99,15 @@ def allocate_slot(
 
 # ------------------------------------------------------------------------------------------------ the pod
 def slurmd_container(pod: Mapping[str, Any]) -> Obj | None:
-    """The pod's container named ``slurmd``, if it has one."""
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        if container.get("name") == CONTAINER_NAME:
-            return dict(container)
-    return None
+    """The pod's daemon container (``slurmd``, or another of ``slinky.dev.daemons.DAEMONS``), if it has one."""
+    found = daemon_container(pod)
+    return found[1] if found is not None else None
+
+
+def daemon_name(pod: Mapping[str, Any]) -> str:
+    """The name of the pod's daemon container (``slurmd`` when it has none, for old status entries)."""
+    found = daemon_container(pod)
+    return found[0].container if found is not None else CONTAINER_NAME
 
 
 def node_name(pod: Mapping[str, Any]) -> str:
@@ -143,9 +149,10 @@ def prestop_command(container: Mapping[str, Any]) -> list[str] | None:
 
 
 def container_status(pod: Mapping[str, Any]) -> Obj:
-    """The slurmd container's entry of ``status.containerStatuses`` ({} before the first one)."""
+    """The daemon container's entry of ``status.containerStatuses`` ({} before the first one)."""
+    name = daemon_name(pod)
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        if status.get("name") == CONTAINER_NAME:
+        if status.get("name") == name:
             return dict(status)
     return {}
 
@@ -341,7 +348,9 @@ class SlurmdView:
     waiting_reason: str = "CrashLoopBackOff"
 
 
-def _condition(type_: str, ok: bool, now: float, previous: Mapping[str, Any] | None = None) -> Obj:
+def _condition(
+    type_: str, ok: bool, now: float, previous: Mapping[str, Any] | None = None, container: str = CONTAINER_NAME
+) -> Obj:
     """A pod condition; its transition time is kept while its status does not change."""
     status = "True" if ok else "False"
     since = (previous or {}).get("lastTransitionTime") if (previous or {}).get("status") == status else None
@@ -349,7 +358,7 @@ def _condition(type_: str, ok: bool, now: float, previous: Mapping[str, Any] | N
     cond["lastTransitionTime"] = since or rfc3339(now)
     if not ok and type_ in ("Ready", "ContainersReady"):
         cond["reason"] = "ContainersNotReady"
-        cond["message"] = f"containers with unready status: [{CONTAINER_NAME}]"
+        cond["message"] = f"containers with unready status: [{container}]"
     return cond
 
 
@@ -411,7 +420,8 @@ def pod_status(pod: Mapping[str, Any], view: SlurmdView, now: float, *, keep_pha
         computed = "Succeeded" if view.termination is not None and view.termination.exit_code == 0 else "Failed"
     previous = {c.get("type"): c for c in status.get("conditions") or []}
     containers = (pod.get("spec") or {}).get("containers") or []
-    container_id = f"slinky://{pod['metadata']['uid'][:8]}-{CONTAINER_NAME}"
+    name = daemon_name(pod)
+    container_id = f"slinky://{pod['metadata']['uid'][:8]}-{name}"
     patch: Obj = {
         "hostIP": "127.0.0.1",
         "podIP": view.address,
@@ -419,7 +429,7 @@ def pod_status(pod: Mapping[str, Any], view: SlurmdView, now: float, *, keep_pha
         "startTime": start,
         "conditions": [
             *(
-                _condition(type_, ok, now, previous.get(type_))
+                _condition(type_, ok, now, previous.get(type_), name)
                 for type_, ok in (
                     ("Initialized", True),
                     ("Ready", ready),
@@ -431,7 +441,7 @@ def pod_status(pod: Mapping[str, Any], view: SlurmdView, now: float, *, keep_pha
             *(c for t, c in previous.items() if t not in KUBELET_CONDITIONS),
         ],
         "containerStatuses": [
-            _slurmd_status(c, view, container_id) if c.get("name") == CONTAINER_NAME else _other_status(c, start, view)
+            _slurmd_status(c, view, container_id) if c.get("name") == name else _other_status(c, start, view)
             for c in containers
         ],
     }

@@ -418,7 +418,8 @@ def start_kubernetes(procs: ProcessTable) -> None:
             [
                 str(KUBE_BIN / "kube-controller-manager"),
                 f"--kubeconfig={d / 'kubeconfig'}",
-                "--controllers=job,garbagecollector,namespace,replicaset,deployment",
+                "--controllers=job,garbagecollector,namespace,replicaset,deployment,statefulset,endpoint,"
+                "persistentvolume-binder",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 "--secure-port=0",
@@ -1368,6 +1369,18 @@ def start_operator(procs: ProcessTable) -> None:
     log(f"operator started for namespace {OPERATOR_NAMESPACE} (logs: .slinky-dev/logs/operator.log)")
 
 
+OPERATOR_DEV_SETTINGS = {
+    # The operator runs on the host, outside cluster DNS: it reaches a managed cluster's slurmrestd at a pod
+    # address from the Service's Endpoints (pod addresses are routable from the host over the bridge).
+    "SLINKY_OPERATOR__SERVICE_ADDRESSES": "endpoints",
+    # Daemon pods run in network namespaces without a cgroup filesystem (docs/dev-stack.md, "Daemon pods").
+    "SLINKY_OPERATOR__CGROUP_CONF": "CgroupPlugin=disabled",
+    "SLINKY_OPERATOR__SLURM_CONF_DEFAULTS": "ProctrackType=proctrack/linuxproc TaskPlugin=task/none "
+    "JobAcctGatherType=jobacct_gather/none",
+}
+"""Settings of every operator started against the dev stack (in the env file)."""
+
+
 # --------------------------------------------------------------------------------------------- env file
 def env_values() -> dict[str, str]:
     return {
@@ -1379,6 +1392,7 @@ def env_values() -> dict[str, str]:
         "SLURM_JWT_FILE": str(STATE / "slurm" / "jwt"),
         "SLINKY_DEV_KUBE_BIN": str(KUBE_BIN),
         **mariadb_env_values(STATE),
+        **OPERATOR_DEV_SETTINGS,
         "PATH": f"{temporal_cli().parent}:$PATH",
     }
 

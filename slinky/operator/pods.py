@@ -24,6 +24,7 @@ from slinky.operator.api.nodeset import NodeSet
 Obj = dict[str, Any]
 
 SLURMD_PORT = 6818
+SLURM_ETC_VOLUME = "slurm-etc"
 SLURMCTLD_PORT = 6817
 """slurmctld's port: SlurmctldPort, the Controller Service, and slurmd's configless `--conf-server`."""
 PRE_STOP = (
@@ -155,7 +156,7 @@ def resource_limits(nodeset: NodeSet) -> tuple[int, int]:
     return cpus, mem // 2**20
 
 
-def revision_hash(nodeset: NodeSet, controller_server: str) -> str:
+def revision_hash(nodeset: NodeSet, controller_server: str, slurm_key: str = "") -> str:
     """The template revision: a hash of everything that ends up in the pod (a change rolls the pods)."""
     spec = nodeset.spec
     relevant = {
@@ -165,6 +166,7 @@ def revision_hash(nodeset: NodeSet, controller_server: str) -> str:
         "extraConf": spec.extra_conf,
         "ssh": spec.ssh.to_wire() if spec.ssh else None,
         "server": controller_server,
+        **({"slurmKey": slurm_key} if slurm_key else {}),
     }
     digest = hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
     return digest[:10]
@@ -245,7 +247,21 @@ def _build(
             "capabilities": {"add": ["BPF", "NET_ADMIN", "SYS_ADMIN", "SYS_NICE"]},
         },
     }
+    key_ref = controller.spec.slurm_key_ref
+    if key_ref is not None and key_ref.name and key_ref.key:
+        # auth/slurm: slurmd fetches its config (configless) and signs with the cluster's key, as upstream
+        # mounts it: /etc/slurm holds only slurm.key; slurm.conf comes from the controller.
+        slurmd["volumeMounts"] = [{"name": SLURM_ETC_VOLUME, "mountPath": "/etc/slurm", "readOnly": True}]
     spec: Obj = copy.deepcopy(nodeset.spec.template.spec)
+    if key_ref is not None and key_ref.name and key_ref.key:
+        etc = {
+            "name": SLURM_ETC_VOLUME,
+            "projected": {
+                "defaultMode": 0o600,
+                "sources": [{"secret": {"name": key_ref.name, "items": [{"key": key_ref.key, "path": "slurm.key"}]}}],
+            },
+        }
+        spec["volumes"] = [*(v for v in spec.get("volumes") or [] if v.get("name") != SLURM_ETC_VOLUME), etc]
     user_containers = [c for c in spec.pop("containers", []) or [] if c.get("name") != wellknown.APP_SLURMD]
     spec.update(
         {

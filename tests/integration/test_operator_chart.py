@@ -51,7 +51,16 @@ NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
     ("slinky.slurm.net", "tokens/status"): {"patch"},
     ("slinky.slurm.net", "nodesets/finalizers"): {"update"},
     ("slinky.slurm.net", "tokens/finalizers"): {"update"},
-    ("slinky.slurm.net", "controllers"): {"get"},
+    ("slinky.slurm.net", "controllers"): {"get", "list", "watch"},
+    ("slinky.slurm.net", "restapis"): {"get", "list", "watch"},
+    ("slinky.slurm.net", "accountings"): {"list", "watch"},
+    ("slinky.slurm.net", "controllers/status"): {"patch"},
+    ("slinky.slurm.net", "restapis/status"): {"patch"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
+    ("", "services"): {"get", "create", "patch"},
+    ("", "endpoints"): {"get"},
+    ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch"},
+    ("apps", "deployments"): {"get", "list", "watch", "create", "patch"},
 }
 CLUSTER_RULES: dict[tuple[str, str], set[str]] = {("", "nodes"): {"list", "watch"}}
 OPERATOR_SOURCES = [
@@ -59,6 +68,10 @@ OPERATOR_SOURCES = [
     "workers/nodeset_controller.py",
     "workers/token_controller.py",
     "workers/slurm_clients.py",
+    "workers/cluster/runtime.py",
+    "workers/cluster/apply.py",
+    "workers/cluster/controller.py",
+    "workers/cluster/restapi.py",
     "activities/nodeset.py",
     "slinky/clients/events.py",
     "slinky/clients/leader.py",

@@ -68,7 +68,17 @@ The rules of the namespaced resources, from the code (callers of slinky/clients/
   poddisruptionbudgets  create (the Controller's shared <controller>-workers-pdb, policy/v1beta1 on 1.20)
   nodesets, tokens      list watch; their /status patch; their /finalizers update (the ownerReferences with
                         blockOwnerDeletion on pods and Secrets, when OwnerReferencesPermissionEnforcement is on)
-  controllers           get (the NodeSet's controllerRef)                  workers/slurm_clients.py
+  controllers           get (the NodeSet's controllerRef), list watch (managed clusters); /status patch
+                                                        workers/slurm_clients.py, workers/cluster/controller.py
+  restapis              get list (a managed Controller's oldest RestApi), watch; /status patch
+                                                        workers/slurm_clients.py, workers/cluster/restapi.py
+  accountings           list watch (a Controller's accountingRef)          workers/cluster/controller.py
+  configmaps            get create patch (<controller>-config), list watch (configFileRefs)
+  services              get create patch (<controller>-controller, -internal, -workers, <restapi>-restapi)
+  endpoints             get (slurmrestd's address when operator.serviceAddresses is endpoints)
+  statefulsets          get create patch (<controller>-controller), list watch (its readiness)
+  deployments           get create patch (<restapi>-restapi), list watch (its readiness)
+                                                        workers/cluster/apply.py
 */ -}}
 {{- define "slinky-operator.namespacedRules" -}}
 - apiGroups: [""]
@@ -97,7 +107,28 @@ The rules of the namespaced resources, from the code (callers of slinky/clients/
   verbs: [update]
 - apiGroups: [slinky.slurm.net]
   resources: [controllers]
+  verbs: [get, list, watch]
+- apiGroups: [slinky.slurm.net]
+  resources: [restapis]
+  verbs: [get, list, watch]
+- apiGroups: [slinky.slurm.net]
+  resources: [accountings]
+  verbs: [list, watch]
+- apiGroups: [slinky.slurm.net]
+  resources: [controllers/status, restapis/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, create, patch]
+- apiGroups: [""]
+  resources: [endpoints]
   verbs: [get]
+- apiGroups: [apps]
+  resources: [statefulsets, deployments]
+  verbs: [get, list, watch, create, patch]
 {{- end -}}
 
 {{/* Kubernetes nodes, always cluster-wide: the node watch (cordon propagation, DaemonSet mode). */}}

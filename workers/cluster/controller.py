@@ -1,0 +1,332 @@
+"""The Controller reconciler: a managed Controller (``spec.external: false``) becomes a running slurmctld.
+
+Reconcile of one Controller (an external one is part 1's: only NodeSets talk to it):
+
+1. Check what it names: the key Secrets (``slurmKeyRef``, ``jwtKeyRef``), the Accounting, the ConfigMaps of
+   ``configFileRefs`` and the script refs, a ClusterName no other Controller has, and everything
+   ``slurmconf.validate`` checks (extraConf lines, partition configs, NodeSet names). A problem is the
+   ``ConfigValid`` condition (reason and message naming the object and the field) plus a Warning Event, and
+   the reconcile stops there: whatever runs keeps running with its last good config.
+2. Render slurm.conf (and cgroup.conf unless a config ConfigMap has one) from the Controller, its NodeSets
+   and its Accounting; hash it.
+3. Apply: the ConfigMap ``<name>-config``, the Services ``<name>-controller`` and ``<name>-controller-internal``,
+   the NodeSets' headless ``<name>-workers``, and the StatefulSet ``<name>-controller`` (one slurmctld pod,
+   ``<name>-controller-0``; the StatefulSet controller makes it again when it is deleted).
+4. Status: ``ConfigValid``, ``Ready`` (the slurmctld pod is ready) and ``FieldsSupported`` (fields set to
+   something not built: HA backups, metrics).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from slinky.config import OperatorSettings
+from slinky.operator import cluster_objects as objects
+from slinky.operator import slurmconf
+from slinky.operator.api.accounting import Accounting
+from slinky.operator.api.controller import Controller
+from slinky.operator.api.nodeset import NodeSet
+from workers.cluster.apply import ensure
+from workers.cluster.runtime import Runtime, Watch, set_condition
+from workers.workqueue import Key
+
+logger = logging.getLogger("workers.cluster.controller")
+Obj = dict[str, Any]
+
+GROUP = "/apis/slinky.slurm.net/v1beta1"
+CONTROLLERS = f"{GROUP}/controllers"
+NODESETS = f"{GROUP}/nodesets"
+ACCOUNTINGS = f"{GROUP}/accountings"
+CONFIGMAPS = "/api/v1/configmaps"
+SECRETS = "/api/v1/secrets"
+STATEFULSETS = "/apis/apps/v1/statefulsets"
+
+CONFIG_VALID = "ConfigValid"
+READY = "Ready"
+FIELDS_SUPPORTED = "FieldsSupported"
+
+
+def controller_path(namespace: str, name: str) -> str:
+    return f"{GROUP}/namespaces/{namespace}/controllers/{name}"
+
+
+def _refs(spec: Obj) -> dict[str, list[str]]:
+    """The ConfigMaps a Controller's five file refs name, by field."""
+    fields = (
+        "configFileRefs",
+        "prologScriptRefs",
+        "epilogScriptRefs",
+        "prologSlurmctldScriptRefs",
+        "epilogSlurmctldScriptRefs",
+    )
+    return {f: [str(r.get("name")) for r in spec.get(f) or [] if r.get("name")] for f in fields}
+
+
+def _secret_names(spec: Obj) -> set[str]:
+    return {
+        str(spec[f]["name"]) for f in ("slurmKeyRef", "jwtKeyRef", "jwtHs256KeyRef") if (spec.get(f) or {}).get("name")
+    }
+
+
+class Problem(Exception):
+    """Why a Controller cannot be rendered: the field, a condition reason, and a message naming both."""
+
+    def __init__(self, field: str, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.reason = reason
+
+
+class ControllerReconciler:
+    kind = "Controller"
+    primary = CONTROLLERS
+
+    def __init__(self, runtime: Runtime, settings: OperatorSettings) -> None:
+        self.runtime = runtime
+        self.settings = settings
+        self.caches = runtime.caches
+        self.watches: Sequence[Watch] = (
+            Watch(NODESETS, self._by_controller_ref),
+            Watch(ACCOUNTINGS, self._by_accounting),
+            Watch(CONFIGMAPS, self._by_configmap),
+            Watch(SECRETS, self._by_secret),
+            Watch(STATEFULSETS, self._by_owner),
+        )
+        self.reconciles = 0
+
+    # ------------------------------------------------------------------------------------ event -> keys
+    def _controllers(self, namespace: str) -> Iterable[Obj]:
+        return self.caches.in_namespace(CONTROLLERS, namespace)
+
+    def _by_controller_ref(self, obj: Obj) -> list[Key]:
+        ref = ((obj.get("spec") or {}).get("controllerRef") or {}).get("name")
+        return [(obj["metadata"]["namespace"], str(ref))] if ref else []
+
+    def _by_accounting(self, obj: Obj) -> list[Key]:
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        return [
+            (ns, c["metadata"]["name"])
+            for c in self._controllers(ns)
+            if ((c.get("spec") or {}).get("accountingRef") or {}).get("name") == name
+        ]
+
+    def _by_configmap(self, obj: Obj) -> list[Key]:
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        return [
+            (ns, c["metadata"]["name"])
+            for c in self._controllers(ns)
+            if any(name in names for names in _refs(c.get("spec") or {}).values())
+        ]
+
+    def _by_secret(self, obj: Obj) -> list[Key]:
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        return [
+            (ns, c["metadata"]["name"]) for c in self._controllers(ns) if name in _secret_names(c.get("spec") or {})
+        ]
+
+    def _by_owner(self, obj: Obj) -> list[Key]:
+        ns = obj["metadata"]["namespace"]
+        return [
+            (ns, str(ref["name"]))
+            for ref in obj["metadata"].get("ownerReferences") or []
+            if ref.get("kind") == "Controller" and ref.get("controller")
+        ]
+
+    # ------------------------------------------------------------------------------------ reconcile
+    async def reconcile(self, key: Key) -> None:
+        self.reconciles += 1
+        raw = self.caches.get(CONTROLLERS, *key)
+        if raw is None or raw["metadata"].get("deletionTimestamp"):
+            return
+        try:
+            controller = Controller.model_validate(raw)
+        except ValidationError as err:
+            await self._status(raw, [(CONFIG_VALID, "False", "InvalidSpec", f"the Controller does not parse: {err}")])
+            return
+        if controller.spec.external:
+            return
+        problem, files = self._render(raw, controller)
+        if problem is not None:
+            _, reason, message = problem
+            self.runtime.warn_once(raw, reason, message)
+            await self._status(raw, [(CONFIG_VALID, "False", reason, message)])
+            return
+        config_hash = slurmconf.config_hash(files)
+        _, how = await ensure(self.runtime.kube, objects.controller_config_map(controller, files))
+        if how != "unchanged":
+            logger.info("Controller %s/%s: ConfigMap %s (hash %s)", *key, how, config_hash)
+        for service in [*objects.controller_services(controller), self._workers_service(controller)]:
+            await ensure(self.runtime.kube, service)
+        sts, how = await ensure(self.runtime.kube, objects.controller_statefulset(controller, config_hash))
+        if how != "unchanged":
+            logger.info("Controller %s/%s: StatefulSet %s %s", *key, sts["metadata"]["name"], how)
+        self.runtime.clear_warnings(raw)
+        ready = int((sts.get("status") or {}).get("readyReplicas") or 0) >= 1
+        pod = objects.controller_pod_name(controller)
+        conditions = [
+            (
+                CONFIG_VALID,
+                "True",
+                "Rendered",
+                f"slurm.conf {config_hash} in ConfigMap {objects.config_map_name(controller)} "
+                f"(ClusterName {slurmconf.cluster_name(controller)})",
+            ),
+            (
+                READY,
+                "True" if ready else "False",
+                "SlurmctldReady" if ready else "SlurmctldNotReady",
+                f"slurmctld pod {pod} is {'ready' if ready else 'not ready yet'}",
+            ),
+            self._fields_supported(controller),
+        ]
+        await self._status(raw, conditions)
+
+    def _render(self, raw: Obj, controller: Controller) -> tuple[tuple[str, str, str] | None, dict[str, str]]:
+        """(problem as (field, reason, message), files): the config files, or the first problem found."""
+        try:
+            self._check_keys(raw, controller)
+            accounting = self._accounting(raw, controller)
+            files = self._files(raw)
+            self._check_cluster_name(raw, controller)
+        except Problem as problem:
+            return (problem.field, problem.reason, str(problem)), {}
+        ns, name = raw["metadata"]["namespace"], raw["metadata"]["name"]
+        nodesets = [
+            NodeSet.model_validate(n)
+            for n in self.caches.in_namespace(NODESETS, ns)
+            if ((n.get("spec") or {}).get("controllerRef") or {}).get("name") == name
+            and not n["metadata"].get("deletionTimestamp")
+        ]
+        rendered = self._with_defaults(controller)
+        problems = slurmconf.validate(rendered, nodesets, accounting, files)
+        if problems:
+            p = problems[0]
+            return (p.field, "InvalidConfig", f"{p.kind} {ns}/{p.name}: {p.field}: {p.message}"), {}
+        out = {slurmconf.SLURM_CONF: slurmconf.slurm_conf(rendered, nodesets, accounting, files)}
+        if slurmconf.wants_default_cgroup_conf(files):
+            cgroup = self.settings.cgroup_conf
+            out[slurmconf.CGROUP_CONF] = slurmconf.default_cgroup_conf() if cgroup is None else cgroup.rstrip() + "\n"
+        return None, out
+
+    def _check_keys(self, raw: Obj, controller: Controller) -> None:
+        ns, name = raw["metadata"]["namespace"], raw["metadata"]["name"]
+        for field, ref in (
+            ("spec.slurmKeyRef", controller.spec.slurm_key_ref),
+            ("spec.jwtKeyRef", controller.spec.jwt_key()),
+        ):
+            if ref is None or not ref.name or not ref.key:
+                raise Problem(field, "KeyMissing", f"Controller {ns}/{name}: {field} (name and key) is required")
+            secret = self.caches.get(SECRETS, ns, ref.name)
+            if secret is None or ref.key not in (secret.get("data") or {}):
+                what = "does not exist" if secret is None else f"has no key {ref.key}"
+                raise Problem(
+                    field, "KeySecretNotFound", f"Controller {ns}/{name}: {field}: Secret {ns}/{ref.name} {what}"
+                )
+
+    def _accounting(self, raw: Obj, controller: Controller) -> Accounting | None:
+        ref = controller.spec.accounting_ref
+        if ref is None or not ref.name:
+            return None
+        ns, name = raw["metadata"]["namespace"], raw["metadata"]["name"]
+        acct = self.caches.get(ACCOUNTINGS, ns, ref.name)
+        if acct is None:
+            message = f"Controller {ns}/{name}: spec.accountingRef: Accounting {ns}/{ref.name} does not exist"
+            raise Problem("spec.accountingRef", "AccountingNotFound", message)
+        return Accounting.model_validate(acct)
+
+    def _files(self, raw: Obj) -> slurmconf.ConfFiles:
+        """The file names in the ConfigMaps of the five refs."""
+        ns, name = raw["metadata"]["namespace"], raw["metadata"]["name"]
+        names: dict[str, tuple[str, ...]] = {}
+        for field, refs in _refs(raw.get("spec") or {}).items():
+            found: list[str] = []
+            for ref in refs:
+                cm = self.caches.get(CONFIGMAPS, ns, ref)
+                if cm is None:
+                    message = f"Controller {ns}/{name}: spec.{field}: ConfigMap {ns}/{ref} does not exist"
+                    raise Problem(f"spec.{field}", "ConfigMapNotFound", message)
+                found += list((cm.get("data") or {}).keys())
+            names[field] = tuple(sorted(found))
+        return slurmconf.ConfFiles(
+            config=names["configFileRefs"],
+            prolog=names["prologScriptRefs"],
+            epilog=names["epilogScriptRefs"],
+            prolog_slurmctld=names["prologSlurmctldScriptRefs"],
+            epilog_slurmctld=names["epilogSlurmctldScriptRefs"],
+        )
+
+    def _check_cluster_name(self, raw: Obj, controller: Controller) -> None:
+        """Two managed Controllers with one ClusterName would share slurmdbd's records: the younger one waits."""
+        ns, name = raw["metadata"]["namespace"], raw["metadata"]["name"]
+        cluster = slurmconf.cluster_name(controller)
+        for other in self.caches.of(CONTROLLERS).values():
+            if other is raw or (other.get("spec") or {}).get("external"):
+                continue
+            try:
+                theirs = slurmconf.cluster_name(Controller.model_validate(other))
+            except ValidationError:
+                continue
+            if theirs == cluster and _older(other, raw):
+                where = f"{other['metadata']['namespace']}/{other['metadata']['name']}"
+                message = f"Controller {ns}/{name}: ClusterName {cluster} is already Controller {where}'s"
+                raise Problem("spec.clusterName", "ClusterNameInUse", message)
+
+    def _with_defaults(self, controller: Controller) -> Controller:
+        """The Controller with the operator's `slurm_conf_defaults` lines before its extraConf (a key its extraConf
+        sets itself is left out)."""
+        defaults = self.settings.slurm_conf_defaults.split()
+        if not defaults:
+            return controller
+        extra = controller.spec.extra_conf or ""
+        user_keys = {
+            item.split("=", 1)[0].strip().lower() for line in extra.splitlines() for item in line.split() if "=" in item
+        }
+        kept = [item for item in defaults if item.split("=", 1)[0].strip().lower() not in user_keys]
+        spec = controller.spec.model_copy(update={"extra_conf": "\n".join([*kept, extra]).strip("\n")})
+        return controller.model_copy(update={"spec": spec})
+
+    def _workers_service(self, controller: Controller) -> Obj:
+        """The NodeSets' headless Service `<controller>-workers`: their pods' subdomain, so `cpu-0` resolves."""
+        name = str(controller.metadata.get("name"))
+        service = objects.controller_services(controller)[1]
+        service["metadata"]["name"] = objects.workers_service_name(name)
+        service["spec"] = {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {"app.kubernetes.io/name": "slurmd", "slinky.slurm.net/cluster": name},
+            "ports": [{"name": "slurmd", "port": slurmconf.SLURMD_PORT, "targetPort": slurmconf.SLURMD_PORT}],
+        }
+        return service
+
+    def _fields_supported(self, controller: Controller) -> tuple[str, str, str, str]:
+        spec = controller.spec
+        ignored = []
+        if spec.ha.enabled:
+            ignored.append("spec.ha.enabled: no backup slurmctld runs; Kubernetes makes the one pod again")
+        if spec.metrics.enabled or spec.metrics.service_monitor.enabled:
+            ignored.append("spec.metrics: no ServiceMonitor is made (the operator's own metrics: docs/operator.md)")
+        if ignored:
+            return (FIELDS_SUPPORTED, "False", "NotBuilt", "; ".join(ignored))
+        return (FIELDS_SUPPORTED, "True", "AllSupported", "every field set is reconciled")
+
+    async def _status(self, raw: Obj, conditions: list[tuple[str, str, str, str]]) -> None:
+        current = list((raw.get("status") or {}).get("conditions") or [])
+        generation = int(raw["metadata"].get("generation") or 0)
+        for type_, status, reason, message in conditions:
+            current = set_condition(current, type_, status, reason, message, generation)
+        meta = raw["metadata"]
+        await self.runtime.write_status(controller_path(meta["namespace"], meta["name"]), raw, {"conditions": current})
+
+
+def _older(a: Obj, b: Obj) -> bool:
+    """Whether `a` was made before `b` (then by namespace and name, for a stable answer)."""
+
+    def order(o: Obj) -> tuple[str, str, str]:
+        m = o["metadata"]
+        return (str(m.get("creationTimestamp") or ""), str(m.get("namespace")), str(m.get("name")))
+
+    return order(a) < order(b)
