@@ -131,6 +131,19 @@ class OperatorSettings(BaseModel):
         description="Key=Value items (blank-separated), each written as a slurm.conf line before a managed "
         "Controller's extraConf (a key its extraConf sets is left out), e.g. ProctrackType for nodes without cgroups.",
     )
+    slurm_tools_root: str = Field(
+        "",
+        description="A Slurm rootfs whose scontrol checks a managed Controller's new config before it is applied "
+        "(chroot); empty: the scontrol on PATH, and none there: the check is skipped (said so in the workflow).",
+    )
+    reconfigure_verify_seconds: float = Field(
+        180.0, description="How long slurmctld has to run a new config before it is rolled back."
+    )
+    config_propagation_seconds: float = Field(
+        2.0,
+        description="In-place reconfigure: how long the slurmctld pod's projected ConfigMap takes to show new files "
+        "(a kubelet's sync period; the dev stack's node agent writes them within a second).",
+    )
     service_addresses: Literal["dns", "endpoints"] = Field(
         "dns",
         description="How the operator reaches a managed cluster's slurmrestd: the Service's DNS name (in the "

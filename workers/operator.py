@@ -20,6 +20,7 @@ from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from activities.cluster import ClusterActivities
 from activities.nodeset import NodeSetActivities
 from slinky import telemetry
 from slinky.clients.events import EventRecorder
@@ -35,6 +36,7 @@ from workers.operator_metrics import OperatorCollector
 from workers.slurm_clients import SlurmClients
 from workers.token_controller import TokenController
 from workflows.nodeset import SA_NAMESPACE, SA_NODESET, SA_PHASE, SA_SLURM_NODE, NodeSetScaleInWorkflow
+from workflows.reconfigure import SA_CONTROLLER, ControllerReconfigureWorkflow
 
 logger = logging.getLogger("workers.operator")
 
@@ -42,7 +44,8 @@ logger = logging.getLogger("workers.operator")
 async def ensure_search_attributes(temporal: Client) -> None:
     """Register the scale-in's search attributes when the server lacks them (best effort: a managed
     Temporal may forbid it, then an admin registers them once, docs/operator.md)."""
-    names = {key.name: key.indexed_value_type for key in (SA_NAMESPACE, SA_NODESET, SA_SLURM_NODE, SA_PHASE)}
+    keys = (SA_NAMESPACE, SA_NODESET, SA_SLURM_NODE, SA_PHASE, SA_CONTROLLER)
+    names = {key.name: key.indexed_value_type for key in keys}
     try:
         listed = await temporal.operator_service.list_search_attributes(
             ListSearchAttributesRequest(namespace=temporal.namespace)
@@ -82,15 +85,18 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
     worker = Worker(
         temporal,
         task_queue=ops.task_queue,
-        workflows=[NodeSetScaleInWorkflow],
-        activities=NodeSetActivities(kube, slurm, events).all(),
+        workflows=[NodeSetScaleInWorkflow, ControllerReconfigureWorkflow],
+        activities=[
+            *NodeSetActivities(kube, slurm, events).all(),
+            *ClusterActivities(kube, slurm, events, tools_root=ops.slurm_tools_root).all(),
+        ],
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
         workflow_runner=SandboxedWorkflowRunner() if settings.worker.sandbox else UnsandboxedWorkflowRunner(),
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
     tokens = TokenController(kube, events, workers=ops.token_workers, namespaces=ops.namespaces)
     cluster = Runtime(kube, events, namespaces=ops.namespaces, workers=ops.cluster_workers)
-    cluster.add(ControllerReconciler(cluster, ops))
+    cluster.add(ControllerReconciler(cluster, ops, temporal))
     cluster.add(RestApiReconciler(cluster))
     if settings.telemetry.metrics_port:
         registry = CollectorRegistry(auto_describe=True)

@@ -27,6 +27,15 @@ def add_parser(sub: Any) -> None:
     status.set_defaults(handler=_status)
     down = dev.add_parser("down", help="stop exactly what up started")
     down.set_defaults(handler=_down)
+    run = dev.add_parser(
+        "exec",
+        help="run a command inside a daemon pod (its network, mounts and hostname, the Slurm rootfs): "
+        "what `kubectl exec` does on a real node",
+    )
+    run.add_argument("-n", "--namespace", default="default")
+    run.add_argument("pod")
+    run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+    run.set_defaults(handler=_exec)
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -45,3 +54,24 @@ def _down(args: argparse.Namespace) -> int:
     from slinky.dev import stack
 
     return stack.down()
+
+
+def _exec(args: argparse.Namespace) -> int:
+    import subprocess
+    import sys
+
+    from slinky.dev import slurmd_runtime, stack
+
+    command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
+    if not command:
+        print("slinky dev exec: give a command after --", file=sys.stderr)
+        return 2
+    argv = slurmd_runtime.exec_argv(stack.slurmd_pods_dir(), stack.slurm_root(), args.namespace, args.pod, command)
+    if argv is None:
+        print(
+            f"slinky dev exec: pod {args.namespace}/{args.pod} runs no daemon here (only pods whose container is "
+            "slurmd, slurmctld, slurmrestd, slurmdbd, login or sackd run as processes)",
+            file=sys.stderr,
+        )
+        return 1
+    return subprocess.call(argv)

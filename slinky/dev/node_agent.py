@@ -751,6 +751,8 @@ class NodeAgent:
         if cached is not None and cached["metadata"]["uid"] == pod["metadata"]["uid"]:
             if resource_version(pod) > resource_version(cached):
                 self._pods[key] = pod
+                if self._slurmd is not None and _names_pod(pod) and _dns_view(cached) != _dns_view(pod):
+                    self._requeue_daemons("services", None)  # our own write: the watch will show no change
 
     # -- timers and workers ------------------------------------------------------------------------------
 

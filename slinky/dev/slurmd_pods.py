@@ -314,8 +314,9 @@ class SlurmdPods:
                 term = spec.Termination(spec.UNKNOWN_EXIT_CODE, now, record.started_at, "ContainerStatusUnknown")
                 log.info("pod %s/%s: slurmd exited (exit code unknown: started by an earlier agent)", *key)
             else:
-                term = spec.Termination(code, now, record.started_at)
-                log.info("pod %s/%s: slurmd exited with code %d", *key, code)
+                message = spec.log_tail_message(self.runtime.log_tail(record)) if code else ""
+                term = spec.Termination(code, now, record.started_at, message=message)
+                log.info("pod %s/%s: its daemon exited with code %d", *key, code)
             self._last_exit[uid] = term
         restarts = spec.restart_count(pod)
         if not spec.should_restart(spec.restart_policy(pod), term.exit_code):

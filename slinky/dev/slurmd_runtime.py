@@ -39,6 +39,8 @@ log = logging.getLogger("slinky.dev.slurmd_runtime")
 CHROOT_PATH: Final = "PATH=/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_ENV: Final = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 STATE_FILE: Final = "state.json"
+STICKY_FILE: Final = "sticky.json"
+"""The last address slot of each stable pod identity (``namespace/name`` of a pod with a subdomain)."""
 
 
 def _run(argv: list[str], *, check: bool = True, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
@@ -127,6 +129,12 @@ def create_namespace(slot: int) -> None:
 
 
 LOG_DIR: Final = "/var/log/slurm"
+
+
+def _identity(pod: Mapping[str, Any]) -> str:
+    """A pod's stable identity when it has one (a headless Service member: StatefulSet, NodeSet), else ""."""
+    meta, spec_ = pod.get("metadata") or {}, pod.get("spec") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}" if spec_.get("subdomain") else ""
 
 
 def _write_text(path: Path, text: str) -> bool:
@@ -338,6 +346,15 @@ class SlurmdRuntime:
     def log_file(self, pod: PodProcess) -> Path:
         return self.log_dir / f"{pod.namespace}_{pod.name}_{pod.uid[:8]}.log"
 
+    def log_tail(self, pod: PodProcess, size: int = 16384) -> str:
+        """The end of the pod's log (what its daemon wrote last)."""
+        try:
+            with self.log_file(pod).open("rb") as f:
+                f.seek(max(f.seek(0, os.SEEK_END) - size, 0))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
     # -- start -------------------------------------------------------------------------------------------
     def start(self, pod: Mapping[str, Any], launch: Launch) -> PodProcess:
         """Reserve a slot (recorded first), build the namespace, start the daemon: the pod's first run."""
@@ -345,11 +362,19 @@ class SlurmdRuntime:
         with self._lock:
             used = {p.slot for p in self._pods.values()}
             preferred = spec.slot_of((pod.get("status") or {}).get("podIP"))
+            identity = _identity(pod)
+            sticky = self._sticky().get(identity) if identity else None
+            if preferred is None and sticky is not None and sticky not in used:
+                # A StatefulSet or NodeSet pod made again under its name keeps its address, as its Service's
+                # ClusterIP would stay: daemons that resolved the name once (slurmd, slurmrestd) still reach it.
+                preferred = sticky
             slot = spec.allocate_slot(used, self._last_slot, preferred=preferred)
             record = PodProcess(meta["uid"], meta["namespace"], meta["name"], spec.node_name(pod), slot)
             self._pods[record.uid] = record
             if slot != preferred:
                 self._last_slot = slot
+            if identity:
+                self._remember_sticky(identity, slot)
             self._save()
         try:
             create_namespace(slot)
@@ -357,6 +382,20 @@ class SlurmdRuntime:
         except BaseException:
             self.release(record.uid)
             raise
+
+    def _sticky(self) -> dict[str, int]:
+        try:
+            return {str(k): int(v) for k, v in json.loads((self.state_dir / STICKY_FILE).read_text()).items()}
+        except (OSError, ValueError):
+            return {}
+
+    def _remember_sticky(self, identity: str, slot: int) -> None:
+        table = {k: v for k, v in self._sticky().items() if v != slot}
+        table[identity] = slot
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_dir / (STICKY_FILE + ".tmp")
+        tmp.write_text(json.dumps(table, sort_keys=True))
+        tmp.replace(self.state_dir / STICKY_FILE)
 
     def _ids(self, user: str) -> tuple[int, int]:
         """uid and gid of ``user`` (a name in the chroot's passwd, or ``uid[:gid]``)."""
@@ -548,3 +587,17 @@ class SlurmdRuntime:
         except ValueError:
             return None
         return next((dict(n) for n in nodes if n.get("name") == hostname), None)
+
+
+def exec_argv(state_dir: Path, root: Path, namespace: str, name: str, command: list[str]) -> list[str] | None:
+    """``slinky dev exec``: the argv that runs ``command`` in a running daemon pod's network, mount and UTS
+    namespaces, chrooted into the Slurm rootfs with a clean environment; None when no such pod runs here."""
+    pods, _ = read_state(state_dir)
+    record = next((p for p in pods.values() if (p.namespace, p.name) == (namespace, name) and p.alive()), None)
+    if record is None:
+        return None
+    return [
+        *("nsenter", "--target", str(record.pid), "--net", "--mount", "--uts", "--"),
+        *("chroot", str(root), "/usr/bin/env", "-i", CHROOT_PATH, "HOME=/root", "TERM=dumb"),
+        *command,
+    ]

@@ -296,6 +296,15 @@ def node_registered(node: Mapping[str, Any] | None, address: str, since: float) 
     return node.get("address") == address and _number(node.get("slurmd_start_time")) >= int(since)
 
 
+def log_tail_message(text: str, lines: int = 5) -> str:
+    """A failed container's termination message from its log: the last lines that say ``error`` or
+    ``fatal`` (Slurm's daemons end with the cause there), else the last lines, at most 4 KiB (a kubelet's
+    ``FallbackToLogsOnError`` takes the log's tail too)."""
+    all_lines = [line.strip() for line in text.splitlines() if line.strip()]
+    wanted = [line for line in all_lines if "fatal" in line.lower() or "error" in line.lower()]
+    return "\n".join((wanted or all_lines)[-lines:])[-4096:]
+
+
 def should_restart(policy: str, exit_code: int) -> bool:
     """A kubelet's rule: Always restarts, OnFailure restarts on a non-zero code, Never does not."""
     return policy == "Always" or (policy == "OnFailure" and exit_code != 0)
@@ -318,6 +327,8 @@ class Termination:
     started_at: float
     reason: str = ""
     """Empty: Completed or Error from the code."""
+    message: str = ""
+    """The end of the container's log on an error (a kubelet's ``FallbackToLogsOnError``)."""
 
     def as_state(self) -> Obj:
         reason = self.reason or ("Completed" if self.exit_code == 0 else "Error")
@@ -329,6 +340,8 @@ class Termination:
         }
         if reason == "ContainerStatusUnknown":
             state["message"] = "The container could not be located when the pod was terminated"
+        elif self.message:
+            state["message"] = self.message
         return {"terminated": state}
 
 

@@ -497,6 +497,11 @@ def _slurmd_pods_dir() -> Path:
     return STATE / "slurmd-pods"
 
 
+def slurmd_pods_dir() -> Path:
+    """Where the node agent keeps its daemon pods' state (``slinky dev exec`` finds a pod's process there)."""
+    return _slurmd_pods_dir()
+
+
 def _node_agent_argv(nodes: int, worker_nodes: int) -> list[str]:
     return [
         sys.executable,
@@ -813,6 +818,11 @@ def start_mariadb(procs: ProcessTable) -> None:
 # --------------------------------------------------------------------------------------------- slurm
 def _slurm_root() -> Path:
     return STATE / "slurm" / "root"
+
+
+def slurm_root() -> Path:
+    """The Slurm rootfs every daemon (and ``slinky dev exec``) runs in."""
+    return _slurm_root()
 
 
 def _mounts_file() -> Path:
@@ -1373,6 +1383,8 @@ OPERATOR_DEV_SETTINGS = {
     # The operator runs on the host, outside cluster DNS: it reaches a managed cluster's slurmrestd at a pod
     # address from the Service's Endpoints (pod addresses are routable from the host over the bridge).
     "SLINKY_OPERATOR__SERVICE_ADDRESSES": "endpoints",
+    # Slurm's parser checks a managed Controller's new config before it is applied: the rootfs's scontrol.
+    "SLINKY_OPERATOR__SLURM_TOOLS_ROOT": str(STATE / "slurm" / "root"),
     # Daemon pods run in network namespaces without a cgroup filesystem (docs/dev-stack.md, "Daemon pods").
     "SLINKY_OPERATOR__CGROUP_CONF": "CgroupPlugin=disabled",
     "SLINKY_OPERATOR__SLURM_CONF_DEFAULTS": "ProctrackType=proctrack/linuxproc TaskPlugin=task/none "

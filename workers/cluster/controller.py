@@ -23,6 +23,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from temporalio.client import Client
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from slinky.config import OperatorSettings
 from slinky.operator import cluster_objects as objects
@@ -30,6 +33,8 @@ from slinky.operator import slurmconf
 from slinky.operator.api.accounting import Accounting
 from slinky.operator.api.controller import Controller
 from slinky.operator.api.nodeset import NodeSet
+from slinky.operator.reconfigure import ANNOTATION_REJECTED, ReconfigureInput
+from slinky.operator.reconfigure import workflow_id as reconfigure_workflow_id
 from workers.cluster.apply import ensure
 from workers.cluster.runtime import Runtime, Watch, set_condition
 from workers.workqueue import Key
@@ -85,9 +90,10 @@ class ControllerReconciler:
     kind = "Controller"
     primary = CONTROLLERS
 
-    def __init__(self, runtime: Runtime, settings: OperatorSettings) -> None:
+    def __init__(self, runtime: Runtime, settings: OperatorSettings, temporal: Client | None = None) -> None:
         self.runtime = runtime
         self.settings = settings
+        self.temporal = temporal
         self.caches = runtime.caches
         self.watches: Sequence[Watch] = (
             Watch(NODESETS, self._by_controller_ref),
@@ -155,10 +161,8 @@ class ControllerReconciler:
             self.runtime.warn_once(raw, reason, message)
             await self._status(raw, [(CONFIG_VALID, "False", reason, message)])
             return
-        config_hash = slurmconf.config_hash(files)
-        _, how = await ensure(self.runtime.kube, objects.controller_config_map(controller, files))
-        if how != "unchanged":
-            logger.info("Controller %s/%s: ConfigMap %s (hash %s)", *key, how, config_hash)
+        rendered_hash = slurmconf.config_hash(files)
+        config_hash, config_condition = await self._apply_config(raw, controller, files, rendered_hash)
         for service in [*objects.controller_services(controller), self._workers_service(controller)]:
             await ensure(self.runtime.kube, service)
         sts, how = await ensure(self.runtime.kube, objects.controller_statefulset(controller, config_hash))
@@ -168,13 +172,7 @@ class ControllerReconciler:
         ready = int((sts.get("status") or {}).get("readyReplicas") or 0) >= 1
         pod = objects.controller_pod_name(controller)
         conditions = [
-            (
-                CONFIG_VALID,
-                "True",
-                "Rendered",
-                f"slurm.conf {config_hash} in ConfigMap {objects.config_map_name(controller)} "
-                f"(ClusterName {slurmconf.cluster_name(controller)})",
-            ),
+            *([config_condition] if config_condition else []),
             (
                 READY,
                 "True" if ready else "False",
@@ -184,6 +182,56 @@ class ControllerReconciler:
             self._fields_supported(controller),
         ]
         await self._status(raw, conditions)
+
+    async def _apply_config(
+        self, raw: Obj, controller: Controller, files: dict[str, str], rendered: str
+    ) -> tuple[str, tuple[str, str, str, str] | None]:
+        """The hash slurmctld should run now, and the ConfigValid condition to write (None: the reconfigure
+        workflow owns it). A first config is written at once; a change goes through ControllerReconfigure."""
+        ns, name = raw["metadata"]["namespace"], raw["metadata"]["name"]
+        cm = self.caches.get(CONFIGMAPS, ns, objects.config_map_name(controller))
+        where = f"ConfigMap {objects.config_map_name(controller)} (ClusterName {slurmconf.cluster_name(controller)})"
+        if cm is None:
+            await ensure(self.runtime.kube, objects.controller_config_map(controller, files))
+            logger.info("Controller %s/%s: slurm.conf %s written", ns, name, rendered)
+            return rendered, (CONFIG_VALID, "True", "Applied", f"slurm.conf {rendered} in {where}")
+        annotations = cm["metadata"].get("annotations") or {}
+        applied = str(annotations.get(objects.ANNOTATION_SLURM_CONFIG_HASH) or "")
+        if rendered == applied:
+            return applied, (CONFIG_VALID, "True", "Applied", f"slurm.conf {applied} in {where}")
+        if rendered == annotations.get(ANNOTATION_REJECTED):
+            return applied, None  # rejected before: the condition says why; a fix makes a new hash
+        if self.temporal is None:
+            return applied, (CONFIG_VALID, "False", "NoWorkflowClient", "no Temporal client to reconfigure with")
+        inp = ReconfigureInput(
+            namespace=ns,
+            name=name,
+            hash=rendered,
+            files=files,
+            previous_hash=applied,
+            previous_files={k: str(v) for k, v in (cm.get("data") or {}).items()},
+            inplace=controller.spec.inplace_reconfigure,
+            verify_seconds=self.settings.reconfigure_verify_seconds,
+            propagation_seconds=self.settings.config_propagation_seconds,
+        )
+        wid = reconfigure_workflow_id(ns, name, rendered)
+        try:
+            await self.temporal.start_workflow(
+                "ControllerReconfigure",
+                inp,
+                id=wid,
+                task_queue=self.settings.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            )
+            logger.info("Controller %s/%s: slurm.conf %s -> %s by workflow %s", ns, name, applied, rendered, wid)
+        except WorkflowAlreadyStartedError:
+            pass
+        return applied, (
+            CONFIG_VALID,
+            "True",
+            "Reconfiguring",
+            f"slurm.conf {rendered} is being applied by workflow {wid}; slurmctld runs {applied} until it is verified",
+        )
 
     def _render(self, raw: Obj, controller: Controller) -> tuple[tuple[str, str, str] | None, dict[str, str]]:
         """(problem as (field, reason, message), files): the config files, or the first problem found."""

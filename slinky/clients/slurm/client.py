@@ -197,6 +197,7 @@ class SlurmApi(Protocol):
     async def list_partitions(self) -> list[Partition]: ...
     async def list_reservations(self) -> list[Reservation]: ...
     async def diag(self) -> Diag: ...
+    async def reconfigure(self) -> None: ...
     async def aclose(self) -> None: ...
 
 
@@ -398,6 +399,11 @@ class SlurmClient:
     async def diag(self) -> Diag:
         """Controller statistics (``sdiag``)."""
         return (await self._call("GET", self._path("diag"), DiagResponse)).statistics
+
+    async def reconfigure(self) -> None:
+        """``scontrol reconfigure`` (``GET reconfigure``): slurmctld re-reads its configuration, re-executing
+        itself in place (its statistics' ``req_time_start`` moves to now). A config it rejects ends it."""
+        await self._call("GET", self._path("reconfigure") + "/", OpenapiResponse)
 
     async def served_versions(self) -> tuple[str, ...]:
         """Ask which of the supported API versions the server serves (one ping per version).

@@ -387,6 +387,11 @@ class FakeSlurmClient:
             )
         ]
 
+    async def reconfigure(self) -> None:
+        """As slurmctld 26.05 does: it re-executes in place, so its statistics start again now."""
+        self._enter("reconfigure")
+        self.started = int(time.time())
+
     async def diag(self) -> Diag:
         """A few counters."""
         self._enter("diag")

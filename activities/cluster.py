@@ -1,0 +1,236 @@
+"""Activities of a managed Controller's reconfigure (workflows/reconfigure.py): small idempotent verbs.
+
+* ``check_slurm_config``: Slurm's own parser reads the candidate files (``scontrol`` with ``SLURM_CONF`` set
+  to them, from the operator's Slurm tools: setting ``operator.slurm_tools_root``, a Slurm rootfs to chroot
+  into, or the host's ``scontrol``); no tools: not checked, said so in the result;
+* ``write_controller_config``: the ConfigMap ``<name>-config`` (files, hash, workflow, rejected hash) and, in
+  restart mode, the StatefulSet's template hash; a slurmctld pod that is not ready on an older hash is deleted
+  so that the StatefulSet makes it again (a StatefulSet never replaces a broken pod by itself);
+* ``controller_state``: the slurmctld pod (hash, ready, last exit and its message) and, through slurmrestd,
+  whether slurmctld answers and when it last (re)read its config;
+* ``reload_slurmctld``: ``scontrol reconfigure`` through slurmrestd;
+* ``set_controller_condition``: the Controller's ``ConfigValid`` condition and an Event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+
+from activities.nodeset import SlurmClients
+from slinky.clients.errors import KubeNotFound
+from slinky.clients.events import EventRecorder
+from slinky.clients.kube import KubeClient, rfc3339
+from slinky.operator import cluster_objects as objects
+from slinky.operator.models import ControllerKey
+from slinky.operator.reconfigure import (
+    ANNOTATION_RECONFIGURED_AT,
+    ANNOTATION_REJECTED,
+    ANNOTATION_WORKFLOW,
+    ConditionInput,
+    ConfigCheck,
+    ControllerRef,
+    ControllerState,
+    WriteConfigInput,
+    config_error,
+)
+
+logger = logging.getLogger(__name__)
+COMPONENT = "slurm-operator"
+GROUP = "/apis/slinky.slurm.net/v1beta1"
+CONDITION = "ConfigValid"
+
+
+def _time(value: Any) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp() if value else None
+    except ValueError:
+        return None
+
+
+def run_parser(files: dict[str, str], tools_root: str) -> ConfigCheck:
+    """Write the files to a scratch directory (inside the rootfs when given) and let ``scontrol`` parse them:
+    it reads SLURM_CONF and every file it includes, and fails with Slurm's own message on a bad line."""
+    root = Path(tools_root) if tools_root else None
+    if root is None and shutil.which("scontrol") is None:
+        return ConfigCheck(ok=True, checked=False, error="no scontrol where the operator runs: not checked")
+    base = (root / "tmp") if root else Path(tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="slinky-conf-check-", dir=base))
+    try:
+        for name, text in files.items():
+            (scratch / name).write_text(text)
+        inside = f"/tmp/{scratch.name}" if root else str(scratch)
+        env = ["env", "-i", "PATH=/usr/bin:/bin:/usr/sbin:/sbin", f"SLURM_CONF={inside}/slurm.conf"]
+        argv = [*(["chroot", str(root)] if root else []), *env, "scontrol", "show", "hostnames", "localhost"]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if proc.returncode == 0:
+        return ConfigCheck(ok=True)
+    return ConfigCheck(ok=False, error=config_error(proc.stderr + proc.stdout))
+
+
+class ClusterActivities:
+    """The verbs, bound to the operator's clients."""
+
+    def __init__(self, kube: KubeClient, slurm: SlurmClients, events: EventRecorder, *, tools_root: str = "") -> None:
+        self.kube = kube
+        self.slurm = slurm
+        self.events = events
+        self.tools_root = tools_root
+
+    def all(self) -> list[Any]:
+        return [
+            self.check_slurm_config,
+            self.write_controller_config,
+            self.controller_state,
+            self.reload_slurmctld,
+            self.set_controller_condition,
+        ]
+
+    @activity.defn(name="check_slurm_config")
+    async def check_slurm_config(self, files: dict[str, str]) -> ConfigCheck:
+        return await asyncio.to_thread(run_parser, files, self.tools_root)
+
+    async def _controller(self, namespace: str, name: str) -> Any:
+        return await self.kube.get(f"{GROUP}/namespaces/{namespace}/controllers/{name}")
+
+    @activity.defn(name="write_controller_config")
+    async def write_controller_config(self, inp: WriteConfigInput) -> None:
+        ns, name = inp.namespace, inp.name
+        path = f"/api/v1/namespaces/{ns}/configmaps/{name}-config"
+        live = await self.kube.get(path)
+        data: dict[str, str | None] = {k: None for k in live.get("data") or {} if k not in inp.files}
+        data.update(inp.files)
+        annotations = {
+            objects.ANNOTATION_SLURM_CONFIG_HASH: inp.hash,
+            ANNOTATION_WORKFLOW: inp.workflow_id,
+            ANNOTATION_RECONFIGURED_AT: rfc3339(),
+            ANNOTATION_REJECTED: inp.rejected_hash or None,
+        }
+        await self.kube.patch(path, {"metadata": {"annotations": annotations}, "data": data})
+        if not inp.roll_pod:
+            return
+        sts = f"/apis/apps/v1/namespaces/{ns}/statefulsets/{name}-controller"
+        template = {"metadata": {"annotations": {objects.ANNOTATION_SLURM_CONFIG_HASH: inp.hash}}}
+        await self.kube.patch(sts, {"spec": {"template": template}})
+        pod = await self._pod(ns, name)
+        if pod is not None and _pod_hash(pod) != inp.hash and not _ready(pod):
+            # A StatefulSet waits for a broken pod to become ready before it replaces it: it never would.
+            await self.kube.delete(f"/api/v1/namespaces/{ns}/pods/{name}-controller-0", uid=pod["metadata"]["uid"])
+
+    async def _pod(self, ns: str, name: str) -> Any:
+        try:
+            return await self.kube.get(f"/api/v1/namespaces/{ns}/pods/{name}-controller-0")
+        except KubeNotFound:
+            return None
+
+    @activity.defn(name="controller_state")
+    async def controller_state(self, ref: ControllerRef) -> ControllerState:
+        pod = await self._pod(ref.namespace, ref.name)
+        responding: bool | None = None
+        loaded: float | None = None
+        try:
+            client = await self.slurm.client(ControllerKey(namespace=ref.namespace, name=ref.name))
+            pings = await client.ping()
+            responding = any(p.responding for p in pings)
+            if responding:
+                loaded = (await client.diag()).req_time_start
+        except Exception as err:  # no RestApi, or slurmrestd away: unknown, not an error of this verb
+            activity.logger.debug("controller %s/%s: slurmrestd not asked: %s", ref.namespace, ref.name, err)
+        if pod is None:
+            return ControllerState(responding=responding, loaded_since=float(loaded) if loaded else None)
+        status: dict[str, Any] = next(
+            (c for c in (pod.get("status") or {}).get("containerStatuses") or [] if c.get("name") == "slurmctld"), {}
+        )
+        last = (status.get("lastState") or {}).get("terminated") or {}
+        current = (status.get("state") or {}).get("terminated") or {}
+        ended = current or last
+        return ControllerState(
+            pod_exists=True,
+            pod_uid=pod["metadata"]["uid"],
+            pod_hash=_pod_hash(pod),
+            ready=_ready(pod),
+            restarts=int(status.get("restartCount") or 0),
+            last_exit_at=_time(ended.get("finishedAt")),
+            last_error=str(ended.get("message") or ended.get("reason") or "")[:2000],
+            responding=responding,
+            loaded_since=float(loaded) if loaded else None,
+        )
+
+    @activity.defn(name="reload_slurmctld")
+    async def reload_slurmctld(self, ref: ControllerRef) -> float:
+        client = await self.slurm.client(ControllerKey(namespace=ref.namespace, name=ref.name))
+        asked = time.time()
+        await client.reconfigure()
+        return asked
+
+    @activity.defn(name="set_controller_condition")
+    async def set_controller_condition(self, inp: ConditionInput) -> None:
+        try:
+            raw = await self._controller(inp.namespace, inp.name)
+        except KubeNotFound:
+            return
+        conditions = [c for c in (raw.get("status") or {}).get("conditions") or [] if c.get("type") != CONDITION]
+        old: dict[str, Any] = next(
+            (c for c in (raw.get("status") or {}).get("conditions") or [] if c.get("type") == CONDITION), {}
+        )
+        same = old.get("status") == inp.status and old.get("reason") == inp.reason
+        conditions.append(
+            {
+                "type": CONDITION,
+                "status": inp.status,
+                "reason": inp.reason,
+                "message": inp.message[:32768],
+                "lastTransitionTime": old.get("lastTransitionTime") if same else rfc3339(),
+                "observedGeneration": raw["metadata"].get("generation", 0),
+            }
+        )
+        conditions.sort(key=lambda c: str(c.get("type")))
+        path = f"{GROUP}/namespaces/{inp.namespace}/controllers/{inp.name}/status"
+        await self.kube.patch(path, {"status": {"conditions": conditions}}, decode=False)
+        if inp.event:
+            now = rfc3339()
+            self.events.record(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Event",
+                    "metadata": {"generateName": f"{inp.name}.", "namespace": inp.namespace},
+                    "involvedObject": {
+                        "apiVersion": "slinky.slurm.net/v1beta1",
+                        "kind": "Controller",
+                        "namespace": inp.namespace,
+                        "name": inp.name,
+                        "uid": raw["metadata"].get("uid", ""),
+                    },
+                    "reason": inp.reason,
+                    "message": inp.message[:1024],
+                    "type": inp.event,
+                    "source": {"component": COMPONENT},
+                    "firstTimestamp": now,
+                    "lastTimestamp": now,
+                    "reportingComponent": COMPONENT,
+                    "count": 1,
+                }
+            )
+
+
+def _pod_hash(pod: Any) -> str:
+    return str(((pod.get("metadata") or {}).get("annotations") or {}).get(objects.ANNOTATION_SLURM_CONFIG_HASH) or "")
+
+
+def _ready(pod: Any) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
