@@ -49,6 +49,7 @@ Obj = dict[str, Any]
 NODESETS = "/apis/slinky.slurm.net/v1beta1/nodesets"
 PODS = "/api/v1/pods"
 NODES = "/api/v1/nodes"
+CONTROLLER_RETRY_SECONDS = 2.0
 DRIFT_GRACE_SECONDS = 15.0
 """A Ready pod whose Slurm node has been missing this long is deleted and made again (drift repair)."""
 POD_SELECTOR = f"{wellknown.LABEL_APP}={wellknown.APP_SLURMD}"
@@ -377,6 +378,8 @@ class NodeSetController:
             await self._status(
                 key, nodeset, self._owned(key, raw), condition=("ControllerReady", "False", err.reason, str(err))
             )
+            # Nothing watched here says when it is fixed (a Controller, its key Secret, a RestApi's pod): look again.
+            self.queue.add_later(key, CONTROLLER_RETRY_SECONDS)
             return
         poll = self._ensure_poll(controller)
         if not poll.synced and not poll.error:

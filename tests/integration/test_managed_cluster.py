@@ -1,0 +1,328 @@
+"""A whole Slurm cluster from custom resources (issue 14): Controller, RestApi and NodeSet applied as a user does,
+real slurmctld, slurmrestd and slurmd pods, real jobs; the controller pod deleted or its slurmctld killed -9;
+a config change applied by the ControllerReconfigure workflow while a job runs; a config Slurm refuses never
+reaches slurmctld. One cluster for the module (its own namespace and operator), tests in order."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from slinky.dev import slurmd_runtime, stack
+from tests.integration.cluster import Kube
+from tests.integration.operator_fixtures import GROUP, VERSION, condition, start_operator, stop_operator, wait_for
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+SLURM_KEY = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+JWT_KEY = "abcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcd"
+
+
+def manifests(ns: str) -> list[dict[str, Any]]:
+    """Upstream v1beta1 field names only (as the `slurm` chart renders them)."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "slurm-auth-slurm"},
+            "stringData": {"slurm.key": SLURM_KEY},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "slurm-auth-jwt"},
+            "stringData": {"jwt.key": JWT_KEY},
+        },
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Controller",
+            "metadata": {"name": "slurm"},
+            "spec": {
+                "slurmKeyRef": {"name": "slurm-auth-slurm", "key": "slurm.key"},
+                "jwtKeyRef": {"name": "slurm-auth-jwt", "key": "jwt.key"},
+                "slurmctld": {"image": "ghcr.io/slinkyproject/slurmctld:26.05-ubuntu26.04"},
+                "extraConf": "SchedulerParameters=batch_sched_delay=0,sched_interval=1",
+                "persistence": {"enabled": True, "existingClaim": ""},
+            },
+        },
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "RestApi",
+            "metadata": {"name": "slurm"},
+            "spec": {"controllerRef": {"name": "slurm"}, "slurmrestd": {"image": "slurmrestd:26.05"}},
+        },
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "NodeSet",
+            "metadata": {"name": "cpu"},
+            "spec": {
+                "controllerRef": {"name": "slurm"},
+                "replicas": 2,
+                "partition": {"enabled": True, "config": "Default=YES MaxTime=UNLIMITED"},
+                "slurmd": {"image": "slurmd:26.05", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+            },
+        },
+    ]
+
+
+def kubectl(env: dict[str, str], ns: str, *args: str, body: Any = None) -> str:
+    proc = subprocess.run(
+        ["kubectl", "-n", ns, *args],
+        input=None if body is None else yaml.safe_dump_all(body),
+        env={**os.environ, "KUBECONFIG": env["KUBECONFIG"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def sh(ns: str, pod: str, *command: str, check: bool = True) -> str:
+    """`slinky dev exec -n NS POD -- CMD` (what `kubectl exec` does on a real node)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "slinky.cli", "dev", "exec", "-n", ns, pod, "--", *command],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if check:
+        assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
+    return proc.stdout
+
+
+def controller(kube: Kube, ns: str) -> dict[str, Any]:
+    return dict(
+        client.CustomObjectsApi(kube.api).get_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "slurm")
+    )
+
+
+def job_state(ns: str, job: str) -> str:
+    out = sh(ns, "slurm-controller-0", "scontrol", "show", "job", job, check=False)
+    return next((w.split("=", 1)[1] for w in out.split() if w.startswith("JobState=")), "")
+
+
+def pod_ready(kube: Kube, ns: str, name: str) -> bool:
+    pod = kube.pod(ns, name) or {}
+    return any(
+        c["type"] == "Ready" and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster(kube: Kube, dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    ns = f"mc-{uuid.uuid4().hex[:6]}"
+    kube.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    proc = start_operator(
+        dev_env,
+        tmp_path_factory.mktemp("managed") / "operator.log",
+        SLINKY_OPERATOR__NAMESPACES=json.dumps([ns]),
+        SLINKY_OPERATOR__TASK_QUEUE=f"managed-{ns}",
+        SLINKY_OPERATOR__RECONFIGURE_VERIFY_SECONDS="60",
+    )
+    try:
+        kubectl(dev_env, ns, "apply", "-f", "-", body=manifests(ns))
+        for pod in ("slurm-controller-0", "cpu-0", "cpu-1"):
+            wait_for(lambda p=pod: pod_ready(kube, ns, p), 90, f"pod {pod} ready")
+        yield ns
+    finally:
+        objects = client.CustomObjectsApi(kube.api)
+        for plural in ("nodesets", "restapis", "controllers"):
+            for item in objects.list_namespaced_custom_object(GROUP, VERSION, ns, plural)["items"]:
+                objects.delete_namespaced_custom_object(GROUP, VERSION, ns, plural, item["metadata"]["name"])
+        deadline = time.monotonic() + 60
+        while kube.pods(ns) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        stop_operator(proc)
+        kube.core.delete_namespace(ns)
+
+
+def test_the_resources_become_a_cluster_that_runs_jobs(kube: Kube, cluster: str) -> None:
+    ns = cluster
+    status = controller(kube, ns)
+    assert condition(status, "ConfigValid")["status"] == "True"
+    wait_for(lambda: condition(controller(kube, ns), "Ready").get("status") == "True", 30, "Controller Ready")
+    config = kube.core.read_namespaced_config_map("slurm-config", ns).data["slurm.conf"]
+    assert f"ClusterName={ns}_slurm" in config and "NodeSet=cpu Feature=cpu" in config
+    assert "PartitionName=cpu Nodes=cpu Default=YES MaxTime=UNLIMITED" in config
+    assert config.rstrip().endswith("SchedulerParameters=batch_sched_delay=0,sched_interval=1")
+    assert "cpu-[0-1]" in sh(ns, "slurm-controller-0", "sinfo", "-h", "-o", "%N")
+    # Names resolve inside the pods: the Service, the StatefulSet pod, the NodeSet's headless members.
+    hosts = sh(ns, "cpu-0", "getent", "hosts", "slurm-controller", f"slurm-controller.{ns}", "cpu-1.slurm-workers")
+    assert len(hosts.splitlines()) == 3
+    out = sh(ns, "slurm-controller-0", "sbatch", "--parsable", "-N2", "--wrap", "srun hostname")
+    job = out.strip()
+    wait_for(lambda: job_state(ns, job) == "COMPLETED", 60, f"job {job} COMPLETED")
+
+
+def test_a_deleted_controller_pod_comes_back_with_its_running_job(kube: Kube, cluster: str) -> None:
+    ns = cluster
+    job = sh(ns, "slurm-controller-0", "sbatch", "--parsable", "-N1", "--wrap", "sleep 25").strip()
+    wait_for(lambda: job_state(ns, job) == "RUNNING", 30, f"job {job} RUNNING")
+    time.sleep(1)  # slurmctld saves state on shutdown; a delete is a graceful stop
+    old = (kube.pod(ns, "slurm-controller-0") or {})["metadata"]["uid"]
+    kube.core.delete_namespaced_pod("slurm-controller-0", ns)
+    wait_for(
+        lambda: (
+            (kube.pod(ns, "slurm-controller-0") or {}).get("metadata", {}).get("uid") not in (None, old)
+            and pod_ready(kube, ns, "slurm-controller-0")
+        ),
+        90,
+        "a new slurmctld pod, ready",
+    )
+    assert job_state(ns, job) == "RUNNING", "the running job survives the controller pod"
+    wait_for(lambda: job_state(ns, job) == "COMPLETED", 60, f"job {job} COMPLETED after the new controller")
+
+
+def test_kill_9_of_slurmctld_restarts_it_in_its_pod_with_every_job(kube: Kube, cluster: str) -> None:
+    ns = cluster
+    job = sh(ns, "slurm-controller-0", "sbatch", "--parsable", "-N1", "--wrap", "sleep 20").strip()
+    wait_for(lambda: job_state(ns, job) == "RUNNING", 30, f"job {job} RUNNING")
+    time.sleep(6)  # past slurmctld's periodic state save (slurm.md: a kill -9 loses the last few seconds)
+    pods, _ = slurmd_runtime.read_state(stack.slurmd_pods_dir())
+    record = next(p for p in pods.values() if (p.namespace, p.name) == (ns, "slurm-controller-0"))
+    restarts = int(((kube.pod(ns, "slurm-controller-0") or {})["status"]["containerStatuses"][0]).get("restartCount"))
+    os.kill(record.pid, signal.SIGKILL)
+    wait_for(
+        lambda: (
+            int((kube.pod(ns, "slurm-controller-0") or {})["status"]["containerStatuses"][0]["restartCount"]) > restarts
+            and pod_ready(kube, ns, "slurm-controller-0")
+        ),
+        60,
+        "slurmctld restarted in its pod",
+    )
+    wait_for(lambda: job_state(ns, job) in ("RUNNING", "COMPLETED"), 30, f"job {job} known again")
+    wait_for(lambda: job_state(ns, job) == "COMPLETED", 60, f"job {job} COMPLETED")
+
+
+def _workflows(dev_env: dict[str, str], ns: str) -> list[dict[str, Any]]:
+    proc = subprocess.run(
+        [
+            "temporal",
+            "workflow",
+            "list",
+            "--address",
+            dev_env["TEMPORAL_ADDRESS"],
+            "-o",
+            "json",
+            "-q",
+            f"WorkflowType='ControllerReconfigure' AND SlinkyNamespace='{ns}'",
+        ],
+        env={**os.environ, "PATH": f"{Path(dev_env['SLINKY_DEV_KUBE_BIN']).parent}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return list(json.loads(proc.stdout or "[]"))
+
+
+def test_a_config_change_is_applied_by_a_workflow_while_a_job_runs(
+    kube: Kube, cluster: str, dev_env: dict[str, str]
+) -> None:
+    ns = cluster
+    job = sh(ns, "slurm-controller-0", "sbatch", "--parsable", "-N1", "--wrap", "sleep 25").strip()
+    wait_for(lambda: job_state(ns, job) == "RUNNING", 30, f"job {job} RUNNING")
+    time.sleep(1)
+    patch = {"spec": {"extraConf": "SchedulerParameters=batch_sched_delay=0,sched_interval=1\nMaxJobCount=5000"}}
+    client.CustomObjectsApi(kube.api).patch_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "slurm", patch)
+    wait_for(
+        lambda: (
+            "MaxJobCount             = 5000" in sh(ns, "slurm-controller-0", "scontrol", "show", "config", check=False)
+        ),
+        120,
+        "slurmctld runs the new config",
+    )
+    wait_for(lambda: condition(controller(kube, ns), "ConfigValid").get("reason") == "Applied", 60, "Applied")
+    assert job_state(ns, job) == "RUNNING", "the job survives the reconfigure"
+    wait_for(lambda: job_state(ns, job) == "COMPLETED", 60, f"job {job} COMPLETED")
+
+
+def test_a_config_slurm_refuses_never_reaches_slurmctld_and_the_next_fix_applies(kube: Kube, cluster: str) -> None:
+    ns = cluster
+    objects = client.CustomObjectsApi(kube.api)
+    before = (kube.pod(ns, "slurm-controller-0") or {})["metadata"]["uid"]
+    config_before = kube.core.read_namespaced_config_map("slurm-config", ns).data["slurm.conf"]
+    bad = {"spec": {"extraConf": "MaxJobCount=5000\nNoSuchSlurmKey=1"}}
+    objects.patch_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "slurm", bad)
+    cond = wait_for(
+        lambda: (c := condition(controller(kube, ns), "ConfigValid")).get("status") == "False" and c,
+        60,
+        "ConfigValid False",
+    )
+    assert cond["reason"] == "SlurmConfigRejected" and "NoSuchSlurmKey" in cond["message"], cond
+    assert kube.core.read_namespaced_config_map("slurm-config", ns).data["slurm.conf"] == config_before
+    assert (kube.pod(ns, "slurm-controller-0") or {})["metadata"]["uid"] == before, "slurmctld was not touched"
+    assert "cpu-[0-1]" in sh(ns, "slurm-controller-0", "sinfo", "-h", "-o", "%N")
+    events = kube.core.list_namespaced_event(ns, field_selector="involvedObject.kind=Controller").items
+    assert any(e.reason == "SlurmConfigRejected" and "NoSuchSlurmKey" in e.message for e in events)
+
+    good = {"spec": {"extraConf": "MaxJobCount=6000"}}
+    objects.patch_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "slurm", good)
+    wait_for(
+        lambda: (
+            "MaxJobCount             = 6000" in sh(ns, "slurm-controller-0", "scontrol", "show", "config", check=False)
+        ),
+        120,
+        "the fix runs",
+    )
+    wait_for(lambda: condition(controller(kube, ns), "ConfigValid").get("reason") == "Applied", 60, "Applied again")
+
+
+def test_bad_references_are_named_on_the_objects(kube: Kube, cluster: str, dev_env: dict[str, str]) -> None:
+    ns = cluster
+    kubectl(
+        dev_env,
+        ns,
+        "apply",
+        "-f",
+        "-",
+        body=[
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "Controller",
+                "metadata": {"name": "nokey"},
+                "spec": {
+                    "slurmKeyRef": {"name": "missing", "key": "slurm.key"},
+                    "jwtKeyRef": {"name": "slurm-auth-jwt", "key": "jwt.key"},
+                },
+            },
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "RestApi",
+                "metadata": {"name": "orphan"},
+                "spec": {"controllerRef": {"name": "nowhere"}},
+            },
+        ],
+    )
+    objects = client.CustomObjectsApi(kube.api)
+    cond = wait_for(
+        lambda: condition(
+            objects.get_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "nokey"), "ConfigValid"
+        ),
+        30,
+        "nokey ConfigValid",
+    )
+    assert (cond["status"], cond["reason"]) == ("False", "KeySecretNotFound") and "spec.slurmKeyRef" in cond["message"]
+    cond = wait_for(
+        lambda: condition(objects.get_namespaced_custom_object(GROUP, VERSION, ns, "restapis", "orphan"), "Ready"),
+        30,
+        "orphan Ready",
+    )
+    assert (cond["status"], cond["reason"]) == ("False", "ControllerNotFound") and "nowhere" in cond["message"]
+    assert kube.pod(ns, "nokey-controller-0") is None
+    objects.delete_namespaced_custom_object(GROUP, VERSION, ns, "restapis", "orphan")
+    objects.delete_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "nokey")
