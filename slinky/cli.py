@@ -15,6 +15,7 @@ AREAS = (
     "slinky.clients.slurm.cli",
     "slinky.bridge.workloads_cli",
     "slinky.operator.nodesets_cli",
+    "slinky.operator.clusters_cli",
 )
 """Modules with an ``add_parser(subparsers)`` function, in help order."""
 

@@ -27,7 +27,9 @@ from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
 from slinky.config import Settings
 from workers import leading
+from workers.cluster.accounting import AccountingReconciler
 from workers.cluster.controller import ControllerReconciler
+from workers.cluster.loginset import LoginSetReconciler
 from workers.cluster.restapi import RestApiReconciler
 from workers.cluster.runtime import Runtime
 from workers.leading import connect_temporal, run_as_leader
@@ -98,6 +100,8 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
     cluster = Runtime(kube, events, namespaces=ops.namespaces, workers=ops.cluster_workers)
     cluster.add(ControllerReconciler(cluster, ops, temporal))
     cluster.add(RestApiReconciler(cluster))
+    cluster.add(AccountingReconciler(cluster))
+    cluster.add(LoginSetReconciler(cluster))
     if settings.telemetry.metrics_port:
         registry = CollectorRegistry(auto_describe=True)
         registry.register(OperatorCollector(controller, tokens))

@@ -34,6 +34,7 @@ import hashlib
 import heapq
 import logging
 import os
+import shutil
 import signal
 import time
 from collections.abc import Iterable, Mapping
@@ -662,7 +663,12 @@ class NodeAgent:
         async for event, obj in self.api.list_watch(
             "/api/v1/persistentvolumeclaims", {}, timeout_seconds=self.options.watch_timeout_seconds
         ):
-            for claim in obj["items"] if event == "SYNC" else [obj] if event != "DELETED" else []:
+            if event == "DELETED":
+                await self._release_claim(obj["metadata"], state)
+                continue
+            if event == "SYNC":
+                await self._release_orphans(state)
+            for claim in obj["items"] if event == "SYNC" else [obj]:
                 volume = pod_volumes.provision(claim, state)
                 if volume is None:
                     continue
@@ -675,6 +681,25 @@ class NodeAgent:
                         volume["metadata"]["name"],
                         volume["spec"]["hostPath"]["path"],
                     )
+
+    async def _release_orphans(self, state: str) -> None:
+        """Volumes of ours whose claim was deleted while the agent was away (Released)."""
+        listing = await self.api.get("/api/v1/persistentvolumes", {"labelSelector": "slinky.slurm.net/local-path=true"})
+        for volume in listing.get("items") or []:
+            ref = (volume.get("spec") or {}).get("claimRef") or {}
+            if ((volume.get("status") or {}).get("phase")) == "Released" and ref.get("uid"):
+                await self._release_claim(ref, state)
+
+    async def _release_claim(self, meta: Obj, state: str) -> None:
+        """A deleted claim's volume goes with it (what a local-path provisioner's Delete policy does): its
+        PersistentVolume and its directory. ``meta`` names the claim (namespace, name, uid)."""
+        with contextlib.suppress(KubeNotFound):
+            await self.api.delete(f"/api/v1/persistentvolumes/local-{meta['uid']}")
+            log.info("claim %s/%s deleted: its PersistentVolume and directory go too", meta["namespace"], meta["name"])
+        path = Path(state) / pod_volumes.claim_dir(str(meta["namespace"]), str(meta["name"]))
+        await asyncio.to_thread(shutil.rmtree, path, True)
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()  # the namespace's directory, once empty
 
     def _requeue_daemons(self, kind: str, key: tuple[str, str] | None) -> None:
         for pod_key_, pod in self._pods.items():

@@ -419,7 +419,7 @@ def start_kubernetes(procs: ProcessTable) -> None:
                 str(KUBE_BIN / "kube-controller-manager"),
                 f"--kubeconfig={d / 'kubeconfig'}",
                 "--controllers=job,garbagecollector,namespace,replicaset,deployment,statefulset,endpoint,"
-                "persistentvolume-binder",
+                "persistentvolume-binder,pvc-protection,pv-protection",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 "--secure-port=0",

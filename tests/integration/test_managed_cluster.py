@@ -16,10 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from kubernetes import client
 
+from slinky.clients.slurm import jwt
 from slinky.dev import slurmd_runtime, stack
 from tests.integration.cluster import Kube
 from tests.integration.operator_fixtures import GROUP, VERSION, condition, start_operator, stop_operator, wait_for
@@ -31,9 +33,59 @@ SLURM_KEY = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 JWT_KEY = "abcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcd"
 
 
-def manifests(ns: str) -> list[dict[str, Any]]:
-    """Upstream v1beta1 field names only (as the `slurm` chart renders them)."""
+def manifests(ns: str, dev_env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Upstream v1beta1 field names only (as the `slurm` chart renders them); with `dev_env`, an Accounting on
+    the dev stack's MariaDB and a LoginSet too."""
+    extra: list[dict[str, Any]] = []
+    if dev_env is not None:
+        password = Path(dev_env["SLINKY_DEV_MARIADB_PASSWORD_FILE"]).read_text().strip()
+        keys = {
+            "slurmKeyRef": {"name": "slurm-auth-slurm", "key": "slurm.key"},
+            "jwtKeyRef": {"name": "slurm-auth-jwt", "key": "jwt.key"},
+        }
+        extra = [
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "mariadb-password"},
+                "stringData": {"password": password},
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "slurm-sssd-conf"},
+                "stringData": {"sssd.conf": "[sssd]\nservices = nss,pam\ndomains = DEFAULT\n"},
+            },
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "Accounting",
+                "metadata": {"name": "slurm"},
+                "spec": {
+                    **keys,
+                    "slurmdbd": {"image": "slurmdbd:26.05"},
+                    "storageConfig": {
+                        "host": dev_env["SLINKY_DEV_MARIADB_HOST"],
+                        "port": int(dev_env["SLINKY_DEV_MARIADB_PORT"]),
+                        "database": f"acct_{ns.replace('-', '_')}",
+                        "username": dev_env["SLINKY_DEV_MARIADB_USER"],
+                        "passwordKeyRef": {"name": "mariadb-password", "key": "password"},
+                    },
+                },
+            },
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "LoginSet",
+                "metadata": {"name": "login"},
+                "spec": {
+                    "controllerRef": {"name": "slurm"},
+                    "replicas": 1,
+                    "login": {"image": "login:26.05"},
+                    "sssdConfRef": {"name": "slurm-sssd-conf", "key": "sssd.conf"},
+                },
+            },
+        ]
     return [
+        *extra,
         {
             "apiVersion": "v1",
             "kind": "Secret",
@@ -56,6 +108,7 @@ def manifests(ns: str) -> list[dict[str, Any]]:
                 "slurmctld": {"image": "ghcr.io/slinkyproject/slurmctld:26.05-ubuntu26.04"},
                 "extraConf": "SchedulerParameters=batch_sched_delay=0,sched_interval=1",
                 "persistence": {"enabled": True, "existingClaim": ""},
+                **({"accountingRef": {"name": "slurm"}} if dev_env is not None else {}),
             },
         },
         {
@@ -135,13 +188,13 @@ def cluster(kube: Kube, dev_env: dict[str, str], tmp_path_factory: pytest.TempPa
         SLINKY_OPERATOR__RECONFIGURE_VERIFY_SECONDS="60",
     )
     try:
-        kubectl(dev_env, ns, "apply", "-f", "-", body=manifests(ns))
-        for pod in ("slurm-controller-0", "cpu-0", "cpu-1"):
+        kubectl(dev_env, ns, "apply", "-f", "-", body=manifests(ns, dev_env))
+        for pod in ("slurm-controller-0", "slurm-accounting-0", "cpu-0", "cpu-1"):
             wait_for(lambda p=pod: pod_ready(kube, ns, p), 90, f"pod {pod} ready")
         yield ns
     finally:
         objects = client.CustomObjectsApi(kube.api)
-        for plural in ("nodesets", "restapis", "controllers"):
+        for plural in ("nodesets", "loginsets", "restapis", "accountings", "controllers"):
             for item in objects.list_namespaced_custom_object(GROUP, VERSION, ns, plural)["items"]:
                 objects.delete_namespaced_custom_object(GROUP, VERSION, ns, plural, item["metadata"]["name"])
         deadline = time.monotonic() + 60
@@ -167,6 +220,78 @@ def test_the_resources_become_a_cluster_that_runs_jobs(kube: Kube, cluster: str)
     out = sh(ns, "slurm-controller-0", "sbatch", "--parsable", "-N2", "--wrap", "srun hostname")
     job = out.strip()
     wait_for(lambda: job_state(ns, job) == "COMPLETED", 60, f"job {job} COMPLETED")
+
+
+def login_pod(kube: Kube, ns: str) -> str:
+    """A ready login pod of LoginSet `login` (its Deployment names them `login-<hash>-<id>`)."""
+
+    def ready() -> str | None:
+        for pod in kube.pods(ns):
+            name = str(pod["metadata"]["name"])
+            if name.startswith("login-") and not pod["metadata"].get("deletionTimestamp") and pod_ready(kube, ns, name):
+                return name
+        return None
+
+    return str(wait_for(ready, 60, "a ready login pod"))
+
+
+def test_accounting_and_a_login_pod(kube: Kube, cluster: str, dev_env: dict[str, str]) -> None:
+    """From a login pod (sackd, configless): sinfo, sbatch, squeue, sacct; worker names resolve there; the
+    job is in slurmdbd on the real MariaDB (sacct, and GET /slurmdb/v0.0.44/jobs through the RestApi)."""
+    ns = cluster
+    objects = client.CustomObjectsApi(kube.api)
+    wait_for(
+        lambda: (
+            condition(objects.get_namespaced_custom_object(GROUP, VERSION, ns, "accountings", "slurm"), "Ready").get(
+                "status"
+            )
+            == "True"
+        ),
+        60,
+        "Accounting Ready",
+    )
+    login = login_pod(kube, ns)
+    assert "cpu-[0-1]" in sh(ns, login, "sinfo", "-h", "-o", "%N")
+    assert "cpu-1.slurm-workers" in sh(ns, login, "getent", "hosts", "cpu-1"), "NodeSets resolve by hostname"
+    job = sh(ns, login, "sbatch", "--parsable", "-N2", "--wrap", "srun hostname").strip()
+    wait_for(lambda: job_state(ns, job) == "COMPLETED", 60, f"job {job} COMPLETED")
+    wait_for(
+        lambda: f"{job} " in sh(ns, login, "sacct", "-X", "-n", "-o", "JobID,State", check=False), 30, "sacct lists it"
+    )
+    assert "COMPLETED" in sh(ns, login, "sacct", "-X", "-n", "-j", job, "-o", "State")
+    endpoints = kube.core.read_namespaced_endpoints("slurm-restapi", ns)
+    address = endpoints.subsets[0].addresses[0].ip
+    token = jwt.mint(JWT_KEY.encode(), "slurm", 300)
+    reply = httpx.get(
+        f"http://{address}:6820/slurmdb/v0.0.44/jobs/",
+        headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token},
+        timeout=30,
+    ).json()
+    assert any(str(j["job_id"]) == job and j["state"]["current"] == ["COMPLETED"] for j in reply["jobs"]), reply.get(
+        "errors"
+    )
+
+
+def test_a_loginset_scales_to_zero_and_back(kube: Kube, cluster: str, dev_env: dict[str, str]) -> None:
+    ns = cluster
+    objects = client.CustomObjectsApi(kube.api)
+    kubectl(dev_env, ns, "scale", "lss/login", "--replicas=0")
+    wait_for(lambda: not any(p["metadata"]["name"].startswith("login-") for p in kube.pods(ns)), 60, "no login pod")
+    wait_for(
+        lambda: (
+            objects.get_namespaced_custom_object(GROUP, VERSION, ns, "loginsets", "login")
+            .get("status", {})
+            .get("replicas")
+            == 0
+        ),
+        30,
+        "status.replicas 0",
+    )
+    kubectl(dev_env, ns, "scale", "lss/login", "--replicas=1")
+    login = login_pod(kube, ns)
+    assert "cpu-[0-1]" in sh(ns, login, "sinfo", "-h", "-o", "%N")
+    scale = objects.get_namespaced_custom_object_scale(GROUP, VERSION, ns, "loginsets", "login")
+    assert scale["spec"]["replicas"] == 1 and "app.kubernetes.io/name=login" in scale["status"]["selector"]
 
 
 def test_a_deleted_controller_pod_comes_back_with_its_running_job(kube: Kube, cluster: str) -> None:

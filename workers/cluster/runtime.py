@@ -83,10 +83,16 @@ class Runtime:
         self._listeners: dict[str, list[tuple[WorkQueue, Watch]]] = {}
         self._reconcilers: list[tuple[Reconciler, WorkQueue]] = []
         self._false_seen: dict[tuple[str, Key, str], str] = {}
+        self._queues: dict[str, WorkQueue] = {}
+
+    def requeue_later(self, kind: str, key: Key, seconds: float) -> None:
+        """Reconcile ``key`` of ``kind`` again in ``seconds``: for what no watch reports (a pod getting ready)."""
+        self._queues[kind].add_later(key, seconds)
 
     def add(self, reconciler: Reconciler) -> WorkQueue:
         queue = WorkQueue()
         self._reconcilers.append((reconciler, queue))
+        self._queues[reconciler.kind] = queue
         self._listeners.setdefault(reconciler.primary, []).append((queue, Watch(reconciler.primary)))
         for watch in reconciler.watches:
             self._listeners.setdefault(watch.path, []).append((queue, watch))

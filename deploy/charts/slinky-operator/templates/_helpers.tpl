@@ -72,7 +72,8 @@ The rules of the namespaced resources, from the code (callers of slinky/clients/
                                                         workers/slurm_clients.py, workers/cluster/controller.py
   restapis              get list (a managed Controller's oldest RestApi), watch; /status patch
                                                         workers/slurm_clients.py, workers/cluster/restapi.py
-  accountings           list watch (a Controller's accountingRef)          workers/cluster/controller.py
+  accountings           list watch (a Controller's accountingRef, the Accounting reconciler); /status patch
+  loginsets             list watch; /status patch (replicas, selector, Ready)  workers/cluster/loginset.py
   configmaps            get create patch (<controller>-config), list watch (configFileRefs)
   services              get create patch (<controller>-controller, -internal, -workers, <restapi>-restapi)
   endpoints             get (slurmrestd's address when operator.serviceAddresses is endpoints)
@@ -112,10 +113,10 @@ The rules of the namespaced resources, from the code (callers of slinky/clients/
   resources: [restapis]
   verbs: [get, list, watch]
 - apiGroups: [slinky.slurm.net]
-  resources: [accountings]
+  resources: [accountings, loginsets]
   verbs: [list, watch]
 - apiGroups: [slinky.slurm.net]
-  resources: [controllers/status, restapis/status]
+  resources: [controllers/status, restapis/status, accountings/status, loginsets/status]
   verbs: [patch]
 - apiGroups: [""]
   resources: [configmaps]
