@@ -61,7 +61,8 @@ def run_parser(files: dict[str, str], tools_root: str) -> ConfigCheck:
     """Write the files to a scratch directory (inside the rootfs when given) and let ``scontrol`` parse them:
     it reads SLURM_CONF and every file it includes, and fails with Slurm's own message on a bad line."""
     root = Path(tools_root) if tools_root else None
-    if root is None and shutil.which("scontrol") is None:
+    exe = "scontrol" if root is not None else shutil.which("scontrol")
+    if exe is None:
         return ConfigCheck(ok=True, checked=False, error="no scontrol where the operator runs: not checked")
     base = (root / "tmp") if root else Path(tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)
@@ -71,8 +72,12 @@ def run_parser(files: dict[str, str], tools_root: str) -> ConfigCheck:
             (scratch / name).write_text(text)
         inside = f"/tmp/{scratch.name}" if root else str(scratch)
         env = ["env", "-i", "PATH=/usr/bin:/bin:/usr/sbin:/sbin", f"SLURM_CONF={inside}/slurm.conf"]
-        argv = [*(["chroot", str(root)] if root else []), *env, "scontrol", "show", "hostnames", "localhost"]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
+        argv = [*(["chroot", str(root)] if root else []), *env, exe, "show", "hostnames", "localhost"]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            # The checker itself is broken (no chroot, a hung scontrol): say so, never refuse the config for it.
+            return ConfigCheck(ok=True, checked=False, error=f"Slurm's parser could not run: {err}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if proc.returncode == 0:

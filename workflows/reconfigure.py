@@ -169,6 +169,8 @@ class ControllerReconfigureWorkflow:
         restored_at = workflow.now().timestamp()
         requested = await self._reload(previous) if inp.inplace else None
         # Back on the last good config: slurmctld's own restart policy brings it up on the old files.
-        await self._verify(previous, restored_at, requested)
+        back = await self._verify(previous, restored_at, requested)
         self._set_phase("rolled-back")
+        if back != "verified":
+            message += f"; the last good config {inp.previous_hash} was written back but not verified running yet"
         return ReconfigureResult(outcome="rolled-back", hash=inp.hash, message=message)

@@ -44,7 +44,7 @@ from typing import Any, Final
 from slinky import wellknown
 from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeUnavailable
 from slinky.clients.kube import KubeClient, load_kubeconfig, micro_time, rfc3339
-from slinky.dev import launch, pod_volumes
+from slinky.dev import kubelet_server, launch, pod_volumes
 from slinky.dev.slurmd_pods import SlurmdPods
 from slinky.dev.slurmd_runtime import SlurmdRuntime
 from slinky.dev.slurmd_spec import BRIDGE_ADDRESS, slurmd_container
@@ -442,6 +442,8 @@ class SlurmdOptions:
     log_dir: Path
     controller_host: str = "slinkyctl"
     """The controller's host name, mapped to the pods' gateway in their /etc/hosts."""
+    kubelet_port: int = 10250
+    """Where the kubelet's log endpoint listens (the nodes' daemonEndpoints); 0: not served."""
 
 
 @dataclasses.dataclass
@@ -518,6 +520,17 @@ class NodeAgent:
                 ),
                 asyncio.create_task(self._provision_loop(), name="local-path-provisioner"),
             ]
+        logs = None
+        daemons = self.options.slurmd
+        if self._slurmd is not None and daemons is not None and daemons.kubelet_port:
+            logs = await kubelet_server.serve(
+                self._log_file,
+                "127.0.0.1",
+                daemons.kubelet_port,
+                daemons.state_dir / "kubelet",
+                running=self._log_running,
+            )
+            log.info("kubelet log endpoint on 127.0.0.1:%d (kubectl logs)", daemons.kubelet_port)
         tasks = [
             *extra,
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
@@ -536,6 +549,8 @@ class NodeAgent:
             for task in [stopped, *tasks]:
                 task.cancel()
             await asyncio.gather(stopped, *tasks, return_exceptions=True)
+            if logs is not None:
+                logs.close()
             if self.options.delete_nodes_on_exit:
                 await self.delete_nodes()
 
@@ -620,6 +635,26 @@ class NodeAgent:
     async def _bounded(self, coro: Any) -> Any:
         async with self._sem:
             return await coro
+
+    # -- kubectl logs ----------------------------------------------------------------------------------------
+    def _log_file(self, namespace: str, name: str, container: str) -> Path | None:
+        """The log of a daemon pod's daemon container (what the kubelet's /containerLogs serves)."""
+        pod = self._pods.get((namespace, name))
+        if pod is None or self._slurmd is None:
+            return None
+        found = slurmd_container(pod)
+        record = self._slurmd.runtime.get(pod["metadata"]["uid"])
+        if found is None or record is None or found.get("name") != container:
+            raise kubelet_server.LogError(
+                400,
+                f'container "{container}" of pod "{name}" is simulated by the dev stack\'s node agent: no process, '
+                "no log (only containers named slurmd, slurmctld, slurmrestd, slurmdbd, login or sackd run)",
+            )
+        return self._slurmd.runtime.log_file(record)
+
+    def _log_running(self, namespace: str, name: str, container: str) -> bool:
+        pod = self._pods.get((namespace, name))
+        return bool(pod is not None and self._slurmd is not None and self._slurmd.runtime.alive(pod["metadata"]["uid"]))
 
     # -- what daemon pods read ------------------------------------------------------------------------------
     def _plan(self, pod: Obj) -> launch.Launch:

@@ -386,6 +386,9 @@ def start_kubernetes(procs: ProcessTable) -> None:
             [
                 str(KUBE_BIN / "kube-apiserver"),
                 f"--etcd-servers=http://127.0.0.1:{PORTS.etcd_client}",
+                # The node agent's nodes are at 127.0.0.1 (InternalIP); their names resolve nowhere, and the
+                # apiserver reaches a kubelet (kubectl logs) at the first address type it finds.
+                "--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP",
                 f"--secure-port={PORTS.apiserver}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",

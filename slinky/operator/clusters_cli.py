@@ -645,7 +645,8 @@ def render_show(detail: Row) -> str:
         else:
             lines.append(f"Reconfigured:  never (config written {cfg['since']}, {cfg['sinceAge']} ago)")
         if cfg["rejectedHash"]:
-            lines.append(f"Rejected:      {cfg['rejectedHash']} (not applied; ConfigValid says why)")
+            runs = f"slurmctld runs {cfg['hash']}; " if cfg["hash"] else ""
+            lines.append(f"Rejected:      {cfg['rejectedHash']} (not applied; {runs}ConfigValid says why)")
     lines.append(f"Ready:         {d['ready'] or '- (external)'}")
     lines.append("Conditions:")
     if d["conditions"]:

@@ -204,7 +204,7 @@ def cluster(kube: Kube, dev_env: dict[str, str], tmp_path_factory: pytest.TempPa
         kube.core.delete_namespace(ns)
 
 
-def test_the_resources_become_a_cluster_that_runs_jobs(kube: Kube, cluster: str) -> None:
+def test_the_resources_become_a_cluster_that_runs_jobs(kube: Kube, cluster: str, dev_env: dict[str, str]) -> None:
     ns = cluster
     status = controller(kube, ns)
     assert condition(status, "ConfigValid")["status"] == "True"
@@ -214,6 +214,9 @@ def test_the_resources_become_a_cluster_that_runs_jobs(kube: Kube, cluster: str)
     assert "PartitionName=cpu Nodes=cpu Default=YES MaxTime=UNLIMITED" in config
     assert config.rstrip().endswith("SchedulerParameters=batch_sched_delay=0,sched_interval=1")
     assert "cpu-[0-1]" in sh(ns, "slurm-controller-0", "sinfo", "-h", "-o", "%N")
+    # kubectl logs: the apiserver asks the node agent's kubelet endpoint for the daemon's output.
+    assert "Running as primary controller" in kubectl(dev_env, ns, "logs", "slurm-controller-0")
+    assert len(kubectl(dev_env, ns, "logs", "cpu-0", "--tail=2").splitlines()) == 2
     # Names resolve inside the pods: the Service, the StatefulSet pod, the NodeSet's headless members.
     hosts = sh(ns, "cpu-0", "getent", "hosts", "slurm-controller", f"slurm-controller.{ns}", "cpu-1.slurm-workers")
     assert len(hosts.splitlines()) == 3

@@ -149,27 +149,17 @@ Start = Callable[..., Awaitable[WorkflowHandle[Any, ReconfigureResult]]]
 
 @pytest.fixture(scope="module")
 async def search_attributes(env: WorkflowEnvironment) -> None:
-    """The shared server knows the other workflows' search attributes; this one also upserts SlinkyController
-    (an unknown one fails every workflow task)."""
-    keys = (SA_NAMESPACE, SA_CONTROLLER, SA_PHASE)
+    """The session's server knows SlinkyNamespace and SlinkyPhase (tests/workflows/conftest.py); this workflow
+    also upserts SlinkyController, and an unknown search attribute fails every workflow task."""
     try:
         await env.client.operator_service.add_search_attributes(
             AddSearchAttributesRequest(
                 namespace=env.client.namespace,
-                search_attributes={key.name: IndexedValueType.ValueType(key.indexed_value_type) for key in keys},
+                search_attributes={SA_CONTROLLER.name: IndexedValueType.ValueType(SA_CONTROLLER.indexed_value_type)},
             )
         )
-    except RPCError:  # already registered (by conftest or an earlier module)
-        for key in keys[1:2]:
-            try:
-                await env.client.operator_service.add_search_attributes(
-                    AddSearchAttributesRequest(
-                        namespace=env.client.namespace,
-                        search_attributes={key.name: IndexedValueType.ValueType(key.indexed_value_type)},
-                    )
-                )
-            except RPCError:
-                pass
+    except RPCError:  # already registered by an earlier run of this module in the session
+        pass
 
 
 @pytest.fixture

@@ -107,9 +107,11 @@ CONFIG_MAP: dict[str, Any] = {
 }
 
 
-def cr(kind: str, name: str, spec: dict[str, Any], created: str = "2026-11-25T18:00:00Z", **status: Any) -> Any:
-    obj = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": kind, "metadata": meta(name, created=created)}
-    return {**obj, "spec": spec, **({"status": status} if status else {})}
+def cr(
+    kind: str, name: str, spec: dict[str, Any], created: str = "2026-11-25T18:00:00Z", **status: Any
+) -> dict[str, Any]:
+    obj: dict[str, Any] = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": kind}
+    return {**obj, "metadata": meta(name, created=created), "spec": spec, **({"status": status} if status else {})}
 
 
 RESTAPI = cr("RestApi", "slurm", {"controllerRef": {"name": "slurm"}, "slurmrestd": {"image": "slurmrestd:26.05"}})
@@ -465,7 +467,7 @@ async def test_show_as_a_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Mode:          managed\n" in text and "ClusterName:   hpc\n" in text
     assert "Config:        1690493411 (ConfigMap slurm-config)\n" in text
     assert f"Reconfigured:  2026-11-25T18:50:00Z (10m ago) by workflow {WF_ID}\n" in text
-    assert "Rejected:      2222222222 (not applied; ConfigValid says why)\n" in text
+    assert "Rejected:      2222222222 (not applied; slurmctld runs 1690493411; ConfigValid says why)\n" in text
     lines = text.splitlines()
     conditions = lines.index("Conditions:")
     assert lines[conditions + 1].split() == ["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"]
