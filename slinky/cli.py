@@ -22,7 +22,7 @@ AREAS = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slinky", description=__doc__)
-    sub = parser.add_subparsers(dest="area", required=True, metavar="{dev,slurm,workloads,nodesets}")
+    sub = parser.add_subparsers(dest="area", required=True, metavar="{dev,slurm,workloads,nodesets,clusters}")
     for area in AREAS:
         try:
             module = importlib.import_module(area)
