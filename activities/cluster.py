@@ -114,7 +114,10 @@ class ClusterActivities:
     async def write_controller_config(self, inp: WriteConfigInput) -> None:
         ns, name = inp.namespace, inp.name
         path = f"/api/v1/namespaces/{ns}/configmaps/{name}-config"
-        live = await self.kube.get(path)
+        try:
+            live = await self.kube.get(path)
+        except KubeNotFound:
+            return  # the Controller is gone with its ConfigMap (a deleted namespace): nothing to write
         data: dict[str, str | None] = {k: None for k in live.get("data") or {} if k not in inp.files}
         data.update(inp.files)
         annotations = {
@@ -128,7 +131,10 @@ class ClusterActivities:
             return
         sts = f"/apis/apps/v1/namespaces/{ns}/statefulsets/{name}-controller"
         template = {"metadata": {"annotations": {objects.ANNOTATION_SLURM_CONFIG_HASH: inp.hash}}}
-        await self.kube.patch(sts, {"spec": {"template": template}})
+        try:
+            await self.kube.patch(sts, {"spec": {"template": template}})
+        except KubeNotFound:
+            return
         pod = await self._pod(ns, name)
         if pod is not None and _pod_hash(pod) != inp.hash and not _ready(pod):
             # A StatefulSet waits for a broken pod to become ready before it replaces it: it never would.
@@ -142,6 +148,10 @@ class ClusterActivities:
 
     @activity.defn(name="controller_state")
     async def controller_state(self, ref: ControllerRef) -> ControllerState:
+        try:
+            await self._controller(ref.namespace, ref.name)
+        except KubeNotFound:
+            return ControllerState(gone=True)
         pod = await self._pod(ref.namespace, ref.name)
         responding: bool | None = None
         loaded: float | None = None

@@ -140,6 +140,9 @@ class ControllerReconfigureWorkflow:
         requested = await self._reload(inp) if inp.inplace else None
         self._set_phase("verifying")
         verdict = await self._verify(inp, applied_at, requested)
+        if verdict == "gone":
+            self._set_phase("gone")
+            return ReconfigureResult(outcome="gone", hash=inp.hash, message="the Controller was deleted")
         if verdict == "verified":
             message = applied_message(inp, not inp.inplace)
             await self._condition(inp, True, "Applied", message)

@@ -1,7 +1,9 @@
 """``make demo``: show the running local stack end to end, through each server's real API.
 
 Prints the Kubernetes nodes, the matching Slurm external nodes and partition (via slurmrestd with JWT), and
-the Temporal UI address. Run ``slinky dev up`` first (``make demo`` does).
+the Temporal UI address; then the bridge's scenarios, a NodeSet on the stack's Controller, and a whole Slurm
+cluster made by the operator from its custom resources (namespace `slinky`). Run ``slinky dev up`` first
+(``make demo`` does).
 """
 
 from __future__ import annotations
@@ -17,10 +19,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from slinky.clients.kube import KubeClient
 from slinky.dev import stack
 
 EXAMPLES = stack.REPO / "deploy" / "examples"
+NS = stack.DEMO_NAMESPACE
+"""The managed cluster's namespace (deploy/examples/slurm-cluster.yaml); the stack's operator watches it."""
+CLUSTER_LOGS = ".slinky-dev/logs/operator.log, .slinky-dev/logs/node-agent.log and .slinky-dev/logs/slurmd-pods/"
 
 
 def _get(url: str, headers: dict[str, str]) -> dict[str, object]:
@@ -63,9 +70,9 @@ def main() -> int:
     return bridge_scenario(env)
 
 
-def _sh(env: dict[str, str], *argv: str, check: bool = True) -> str:
+def _sh(env: dict[str, str], *argv: str, check: bool = True, stdin: str | None = None) -> str:
     full = {**os.environ, **{k: v for k, v in env.items() if k != "PATH"}}
-    proc = subprocess.run(list(argv), env=full, text=True, capture_output=True, check=False)
+    proc = subprocess.run(list(argv), env=full, text=True, capture_output=True, check=False, input=stdin)
     if check and proc.returncode != 0:
         raise SystemExit(f"demo: {' '.join(argv)} failed: {proc.stderr.strip()}")
     return proc.stdout
@@ -114,13 +121,18 @@ def gang_scenario(env: dict[str, str], slinky: list[str]) -> int:
     return 0
 
 
-def _wait(what: str, check: Callable[[], bool], timeout: float = 60.0) -> bool:
+def _wait(
+    what: str,
+    check: Callable[[], bool],
+    timeout: float = 60.0,
+    logs: str = ".slinky-dev/logs/operator.log and node-agent.log",
+) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
             return True
         time.sleep(0.2)
-    print(f"demo: {what} not within {timeout:.0f} s; see .slinky-dev/logs/operator.log and node-agent.log")
+    print(f"demo: {what} not within {timeout:.0f} s; see {logs}")
     return False
 
 
@@ -199,6 +211,184 @@ def operator_scenario(env: dict[str, str], slinky: list[str]) -> int:
     return 0
 
 
+def cluster_manifest(env: dict[str, str]) -> list[dict[str, Any]]:
+    """deploy/examples/slurm-cluster.yaml with the Accounting's database on the stack's MariaDB: its address,
+    user and password (`SLINKY_DEV_MARIADB_*`), which a manifest cannot know."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "slurm-cluster.yaml").read_text()) if d]
+    password = Path(env["SLINKY_DEV_MARIADB_PASSWORD_FILE"]).read_text().strip()
+    for doc in docs:
+        if doc["kind"] == "Accounting":
+            doc["spec"]["storageConfig"].update(
+                host=env["SLINKY_DEV_MARIADB_HOST"],
+                port=int(env["SLINKY_DEV_MARIADB_PORT"]),
+                username=env["SLINKY_DEV_MARIADB_USER"],
+            )
+        elif doc["kind"] == "Secret" and doc["metadata"]["name"] == "mariadb-password":
+            doc["stringData"] = {"password": password}
+    return docs
+
+
+def _pods(env: dict[str, str]) -> dict[str, dict[str, Any]]:
+    out = _sh(env, "kubectl", "get", "pods", "-n", NS, "-o", "json", check=False)
+    try:
+        items: list[dict[str, Any]] = json.loads(out)["items"]
+    except (ValueError, KeyError):
+        return {}
+    return {p["metadata"]["name"]: p for p in items}
+
+
+def _ready(pod: dict[str, Any] | None) -> bool:
+    if not pod or pod["metadata"].get("deletionTimestamp"):
+        return False
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def _login_pod(env: dict[str, str]) -> str:
+    """A ready pod of LoginSet `login` (its Deployment names them `login-<hash>-<id>`), or ""."""
+    return next((n for n, p in sorted(_pods(env).items()) if n.startswith("login-") and _ready(p)), "")
+
+
+class _Login:
+    """Slurm commands from the managed cluster's login pod: `slinky dev exec -n slinky <pod> -- CMD` (what
+    `kubectl exec` does on a real node)."""
+
+    def __init__(self, env: dict[str, str], slinky: list[str], pod: str) -> None:
+        self.env, self.slinky, self.pod = env, slinky, pod
+
+    def run(self, *command: str, check: bool = True) -> str:
+        return _sh(self.env, *self.slinky, "dev", "exec", "-n", NS, self.pod, "--", *command, check=check)
+
+    def job(self, job: str, field: str) -> str:
+        """A field of `scontrol show job` (JobState, NodeList, ...); "" when Slurm does not answer."""
+        out = self.run("scontrol", "show", "job", job, check=False)
+        return next((w.split("=", 1)[1] for w in out.split() if w.startswith(f"{field}=")), "")
+
+    def submit(self, *args: str) -> str:
+        out = self.run("sbatch", *args)
+        print("  " + out.strip())
+        return out.split()[-1]
+
+
+def _cluster_up(env: dict[str, str]) -> str:
+    """Apply the manifest (idempotent) and wait for the cluster's pods; the login pod's name, "" on timeout."""
+    manifest = json.dumps({"apiVersion": "v1", "kind": "List", "items": cluster_manifest(env)})
+    print(f"$ kubectl apply -f deploy/examples/slurm-cluster.yaml   (namespace {NS})")
+    print(_sh(env, "kubectl", "apply", "-f", "-", stdin=manifest), end="")
+    missing: list[str] = []
+
+    def ready() -> bool:
+        pods = _pods(env)
+        missing[:] = [n for n in ("slurm-controller-0", "slurm-accounting-0", "cpu-0") if not _ready(pods.get(n))]
+        missing.extend([] if any(n.startswith("login-") and _ready(p) for n, p in pods.items()) else ["login-*"])
+        return not missing
+
+    if not _wait("the cluster's pods Ready", ready, 180, CLUSTER_LOGS):
+        print(f"demo: not Ready: {', '.join(missing)}")
+        return ""
+    return _login_pod(env)
+
+
+def _jobs_wait_for_nodes(env: dict[str, str], login: _Login) -> int:
+    """Two 2-node jobs wait on the 1-node NodeSet; scaled to 2, both run, and sacct has them."""
+    print(f"$ slinky dev exec -n {NS} {login.pod} -- sinfo")
+    if not _wait("cpu-0 idle", lambda: "idle" in login.run("sinfo", "-h", "-o", "%t", check=False), 30, CLUSTER_LOGS):
+        return 1
+    print(login.run("sinfo"), end="")
+    print('$ sbatch -N2 --wrap "srun hostname; sleep 5"   (twice: two 2-node jobs; the NodeSet has 1 node)')
+    jobs = [login.submit("-N2", "--wrap", "srun hostname; sleep 5") for _ in range(2)]
+    ids = ",".join(jobs)
+
+    def pending() -> bool:
+        reasons = login.run("squeue", "-h", "-j", ids, "-o", "%T %r", check=False).splitlines()
+        return len(reasons) == len(jobs) and all(r.startswith("PENDING ") and r != "PENDING None" for r in reasons)
+
+    if not _wait("the jobs pending with a reason", pending, 30, CLUSTER_LOGS):
+        return 1
+    print("$ squeue   (both wait: each asks for 2 nodes, the partition has 1 until the NodeSet grows)")
+    print(login.run("squeue"), end="")
+    print(f"$ kubectl scale nodeset cpu -n {NS} --replicas=2")
+    _sh(env, "kubectl", "scale", "nodeset", "cpu", "-n", NS, "--replicas=2")
+    if not _wait(
+        "both jobs COMPLETED", lambda: all(login.job(j, "JobState") == "COMPLETED" for j in jobs), 120, CLUSTER_LOGS
+    ):
+        return 1
+    listing = ["sacct", "-X", "-j", ids, "-o", "JobID,JobName,Partition,NNodes,NodeList,State,ExitCode"]
+    if not _wait(
+        "both jobs in sacct (slurmdbd)",
+        lambda: login.run(*listing, "-n", check=False).count("COMPLETED") == len(jobs),
+        30,
+        CLUSTER_LOGS,
+    ):
+        return 1
+    print(f"$ {' '.join(listing)}")
+    print(login.run(*listing), end="")
+    return 0
+
+
+def _scale_in_waits_for_job(env: dict[str, str], slinky: list[str], login: _Login) -> int:
+    """A running job; the NodeSet scaled to 0: the idle pod goes at once, the job's pod waits for the job."""
+    print('$ sbatch --wrap "sleep 15"')
+    job = login.submit("--wrap", "sleep 15")
+    if not _wait(f"job {job} RUNNING", lambda: login.job(job, "JobState") == "RUNNING", 30, CLUSTER_LOGS):
+        return 1
+    busy = login.job(job, "NodeList")
+    print(f"  job {job} RUNNING on {busy}")
+    print(f"$ kubectl scale nodeset cpu -n {NS} --replicas=0   (a scale-in takes idle nodes first: take both)")
+    _sh(env, "kubectl", "scale", "nodeset", "cpu", "-n", NS, "--replicas=0")
+    scale_ins = [*slinky, "nodesets", "scale-ins", "-n", NS]
+
+    def busy_waits() -> bool:
+        pods = [n for n in _pods(env) if n.startswith("cpu-")]
+        return pods == [busy] and busy in _sh(env, *scale_ins, check=False)
+
+    if not _wait(f"the idle pod gone and {busy} waiting", busy_waits, 60, CLUSTER_LOGS):
+        return 1
+    print(f"$ slinky nodesets scale-ins -n {NS}   (the idle pod went at once; {busy} waits for job {job})")
+    print(_sh(env, *scale_ins), end="")
+
+    def drained() -> bool:
+        return login.job(job, "JobState") == "COMPLETED" and not any(n.startswith("cpu-") for n in _pods(env))
+
+    if not _wait(f"job {job} COMPLETED and {busy} deleted", drained, 60, CLUSTER_LOGS):
+        return 1
+    print(f"  job {job} COMPLETED, then {busy} was deleted")
+    print(f"$ slinky nodesets scale-ins -n {NS} --all")
+    print(_sh(env, *scale_ins, "--all"), end="")
+    print(f"$ kubectl scale nodeset cpu -n {NS} --replicas=1")
+    _sh(env, "kubectl", "scale", "nodeset", "cpu", "-n", NS, "--replicas=1")
+    if not _wait("cpu-0 Ready again", lambda: _ready(_pods(env).get("cpu-0")), 90, CLUSTER_LOGS):
+        return 1
+    return 0
+
+
+def managed_cluster_scenario(env: dict[str, str], slinky: list[str]) -> int:
+    """A whole Slurm cluster from custom resources (deploy/examples/slurm-cluster.yaml): jobs from the login
+    pod wait for nodes until the NodeSet grows, and a scale-in to zero waits for the running job's node."""
+    print("\n== Operator: a whole Slurm cluster from custom resources (deploy/examples/slurm-cluster.yaml)")
+    print(f"   (namespace {NS}; the Accounting's database is the stack's MariaDB: SLINKY_DEV_MARIADB_*)")
+    started = time.monotonic()
+    pod = _cluster_up(env)
+    if not pod:
+        return 1
+    print(f"   (cluster Ready {time.monotonic() - started:.0f} s after the apply)")
+    print(f"$ kubectl get pods -n {NS} -o wide")
+    print(_sh(env, "kubectl", "get", "pods", "-n", NS, "-o", "wide"), end="")
+    print(f"$ kubectl get controller,restapi,accounting,loginset,nodeset -n {NS}")
+    print(_sh(env, "kubectl", "get", "controller,restapi,accounting,loginset,nodeset", "-n", NS), end="")
+    login = _Login(env, slinky, pod)
+    if _jobs_wait_for_nodes(env, login) != 0 or _scale_in_waits_for_job(env, slinky, login) != 0:
+        return 1
+    print(f"   (scenario done in {time.monotonic() - started:.0f} s)")
+    ui = env["TEMPORAL_UI_URL"]
+    print("Where to look (the cluster stays; kubectl delete -f deploy/examples/slurm-cluster.yaml removes it):")
+    print(f'  {ui}/namespaces/default/workflows  (search: SlinkyNamespace="{NS}")')
+    print("    the cluster's ControllerReconfigure and NodeSetScaleIn workflows")
+    print(f"  kubectl logs -n {NS} slurm-controller-0   # slurmctld's log")
+    print(f"  slinky dev exec -n {NS} {pod} -- squeue   # any Slurm command, from the login pod")
+    return 0
+
+
 def bridge_scenario(env: dict[str, str]) -> int:
     """The seed scenario: the pause pod is bound next to its Slurm job, visible from all three sides."""
     slinky = [sys.executable, "-m", "slinky.cli"]
@@ -261,11 +451,15 @@ def bridge_scenario(env: dict[str, str]) -> int:
         return 1
     if operator_scenario(env, slinky) != 0:
         return 1
+    if managed_cluster_scenario(env, slinky) != 0:
+        return 1
     ui = env["TEMPORAL_UI_URL"]
     print(f'\nTemporal Web UI: {ui}/namespaces/default/workflows  (search: SlinkyWorkloadName="pause-pod")')
     print(f'  and the scale-ins: {ui}/namespaces/default/workflows  (search: SlinkyNodeSet="slinky")')
+    print(f'  and the managed cluster: {ui}/namespaces/default/workflows  (search: SlinkyNamespace="{NS}")')
     print(f"source {stack.STATE / 'env'}   # then kubectl, temporal and slinky work from your shell")
     print("kubectl delete pod -n slurm-bridge pause-pod   # ends the lifecycle: job cancelled, finalizer removed")
+    print(f"kubectl get pods -n {NS}   # the managed cluster (deploy/examples/slurm-cluster.yaml): slinky dev exec")
     return 0
 
 

@@ -92,6 +92,9 @@ OPERATOR_NAMESPACE = "slurm"
 """Partition of every NodeSet pod's Slurm node: its slurmd registers with the feature the node agent adds
 (``slurmd_spec.POD_FEATURE``), which this partition's NodeSet selects. Not ``Nodes=ALL``: that would put the
 bridge's external nodes in it too."""
+DEMO_NAMESPACE = "slinky"
+"""The namespace of the demo's managed cluster (deploy/examples/slurm-cluster.yaml); the stack's operator
+watches it too."""
 ADMIN_TOKEN_FILE = "admin-token"
 
 
@@ -1367,19 +1370,21 @@ def ensure_stack_controller() -> None:
 
 
 def start_operator(procs: ProcessTable) -> None:
-    """The operator process from the working tree, watching namespace `slurm` only (tests run operators of
-    their own in their namespaces; two operators never share a namespace)."""
+    """The operator process from the working tree, watching only namespaces `slurm` (the stack's Controller)
+    and `slinky` (the demo's managed cluster); tests run operators of their own in their namespaces, and two
+    operators never share a namespace."""
     if procs.running("operator") is not None:
         log("operator already running")
         return
     env = _worker_env()
-    env["SLINKY_OPERATOR__NAMESPACES"] = json.dumps([OPERATOR_NAMESPACE])
+    env["SLINKY_OPERATOR__NAMESPACES"] = json.dumps([OPERATOR_NAMESPACE, DEMO_NAMESPACE])
     env.update({k: v for k, v in os.environ.items() if k.startswith("SLINKY_")})
     procs.start(
         "operator", [sys.executable, "-m", "workers.operator"], log=STATE / "logs" / "operator.log", env=env, cwd=REPO
     )
     _still_alive(procs, "operator", 2.0)
-    log(f"operator started for namespace {OPERATOR_NAMESPACE} (logs: .slinky-dev/logs/operator.log)")
+    watched = ", ".join(json.loads(env["SLINKY_OPERATOR__NAMESPACES"]))
+    log(f"operator started for namespaces {watched} (logs: .slinky-dev/logs/operator.log)")
 
 
 OPERATOR_DEV_SETTINGS = {

@@ -84,6 +84,8 @@ class ControllerState(_Msg):
     """slurmctld answers through slurmrestd (None: no RestApi to ask)."""
     loaded_since: float | None = None
     """When slurmctld last (re)read its config: its statistics' start (``req_time_start``)."""
+    gone: bool = False
+    """The Controller no longer exists (deleted, with its namespace): nothing is left to reconfigure."""
 
 
 class ConditionInput(_Msg):
@@ -96,13 +98,13 @@ class ConditionInput(_Msg):
 
 
 class ReconfigureResult(_Msg):
-    outcome: Literal["applied", "rejected", "rolled-back"]
+    outcome: Literal["applied", "rejected", "rolled-back", "gone"]
     hash: str
     message: str = ""
     restarted_pod: bool = False
 
 
-Verdict = Literal["verified", "failed", "waiting"]
+Verdict = Literal["verified", "failed", "waiting", "gone"]
 
 
 def judge(inp: ReconfigureInput, state: ControllerState, applied_at: float, requested_at: float | None) -> Verdict:
@@ -113,6 +115,8 @@ def judge(inp: ReconfigureInput, state: ControllerState, applied_at: float, requ
     re-read its config after the reconfigure request; restart mode: its pod was made from the template with
     the new hash and is ready.
     """
+    if state.gone:
+        return "gone"
     if state.last_exit_at is not None and state.last_exit_at >= applied_at - RELOAD_SLACK_SECONDS:
         return "failed"
     if inp.inplace:

@@ -176,17 +176,36 @@ def pod_ready(kube: Kube, ns: str, name: str) -> bool:
     )
 
 
+class Operator:
+    """The module's operator process, scoped to the cluster's namespace; a test may kill -9 and restart it."""
+
+    def __init__(self, dev_env: dict[str, str], log: Path, ns: str) -> None:
+        self.dev_env, self.log, self.ns = dev_env, log, ns
+        self.proc = self.start()
+
+    def start(self) -> subprocess.Popen[bytes]:
+        return start_operator(
+            self.dev_env,
+            self.log,
+            SLINKY_OPERATOR__NAMESPACES=json.dumps([self.ns]),
+            SLINKY_OPERATOR__TASK_QUEUE=f"managed-{self.ns}",
+            SLINKY_OPERATOR__RECONFIGURE_VERIFY_SECONDS="60",
+        )
+
+    def kill_and_restart(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        self.proc = self.start()
+
+
+OPERATORS: dict[str, Operator] = {}
+
+
 @pytest.fixture(scope="module")
 def cluster(kube: Kube, dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     ns = f"mc-{uuid.uuid4().hex[:6]}"
     kube.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
-    proc = start_operator(
-        dev_env,
-        tmp_path_factory.mktemp("managed") / "operator.log",
-        SLINKY_OPERATOR__NAMESPACES=json.dumps([ns]),
-        SLINKY_OPERATOR__TASK_QUEUE=f"managed-{ns}",
-        SLINKY_OPERATOR__RECONFIGURE_VERIFY_SECONDS="60",
-    )
+    operator = OPERATORS[ns] = Operator(dev_env, tmp_path_factory.mktemp("managed") / "operator.log", ns)
     try:
         kubectl(dev_env, ns, "apply", "-f", "-", body=manifests(ns, dev_env))
         for pod in ("slurm-controller-0", "slurm-accounting-0", "cpu-0", "cpu-1"):
@@ -194,13 +213,31 @@ def cluster(kube: Kube, dev_env: dict[str, str], tmp_path_factory: pytest.TempPa
         yield ns
     finally:
         objects = client.CustomObjectsApi(kube.api)
-        for plural in ("nodesets", "loginsets", "restapis", "accountings", "controllers"):
+        # The Controller first: a NodeSet deleted before it would start one more reconfigure.
+        for plural in ("controllers", "nodesets", "loginsets", "restapis", "accountings"):
             for item in objects.list_namespaced_custom_object(GROUP, VERSION, ns, plural)["items"]:
                 objects.delete_namespaced_custom_object(GROUP, VERSION, ns, plural, item["metadata"]["name"])
         deadline = time.monotonic() + 60
         while kube.pods(ns) and time.monotonic() < deadline:
             time.sleep(0.5)
-        stop_operator(proc)
+        stop_operator(operator.proc)
+        for run in _running_workflows(dev_env, ns):  # its task queue has no worker any more
+            subprocess.run(
+                [
+                    "temporal",
+                    "workflow",
+                    "terminate",
+                    "--address",
+                    dev_env["TEMPORAL_ADDRESS"],
+                    "-w",
+                    run,
+                    "--reason",
+                    "test module teardown",
+                ],
+                env=_temporal_env(),
+                capture_output=True,
+                check=False,
+            )
         kube.core.delete_namespace(ns)
 
 
@@ -337,27 +374,6 @@ def test_kill_9_of_slurmctld_restarts_it_in_its_pod_with_every_job(kube: Kube, c
     wait_for(lambda: job_state(ns, job) == "COMPLETED", 60, f"job {job} COMPLETED")
 
 
-def _workflows(dev_env: dict[str, str], ns: str) -> list[dict[str, Any]]:
-    proc = subprocess.run(
-        [
-            "temporal",
-            "workflow",
-            "list",
-            "--address",
-            dev_env["TEMPORAL_ADDRESS"],
-            "-o",
-            "json",
-            "-q",
-            f"WorkflowType='ControllerReconfigure' AND SlinkyNamespace='{ns}'",
-        ],
-        env={**os.environ, "PATH": f"{Path(dev_env['SLINKY_DEV_KUBE_BIN']).parent}:{os.environ['PATH']}"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return list(json.loads(proc.stdout or "[]"))
-
-
 def test_a_config_change_is_applied_by_a_workflow_while_a_job_runs(
     kube: Kube, cluster: str, dev_env: dict[str, str]
 ) -> None:
@@ -454,3 +470,89 @@ def test_bad_references_are_named_on_the_objects(kube: Kube, cluster: str, dev_e
     assert kube.pod(ns, "nokey-controller-0") is None
     objects.delete_namespaced_custom_object(GROUP, VERSION, ns, "restapis", "orphan")
     objects.delete_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "nokey")
+
+
+def _temporal_env() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
+def _list(dev_env: dict[str, str], query: str) -> list[dict[str, Any]]:
+    proc = subprocess.run(
+        ["temporal", "workflow", "list", "--address", dev_env["TEMPORAL_ADDRESS"], "-o", "json", "-q", query],
+        env=_temporal_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    runs: list[dict[str, Any]] = json.loads(proc.stdout or "[]")
+    return runs
+
+
+def _running_workflows(dev_env: dict[str, str], ns: str) -> list[str]:
+    query = f"SlinkyNamespace='{ns}' AND ExecutionStatus='Running'"
+    return [str(r["execution"]["workflowId"]) for r in _list(dev_env, query)]
+
+
+def _reconfigures(dev_env: dict[str, str], ns: str, config_hash: str = "") -> list[dict[str, Any]]:
+    query = f"WorkflowType='ControllerReconfigure' AND SlinkyNamespace='{ns}'"
+    proc = subprocess.run(
+        ["temporal", "workflow", "list", "--address", dev_env["TEMPORAL_ADDRESS"], "-o", "json", "-q", query],
+        env=_temporal_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    runs: list[dict[str, Any]] = json.loads(proc.stdout or "[]")
+    return [
+        r for r in runs if not config_hash or str(r.get("execution", {}).get("workflowId", "")).endswith(config_hash)
+    ]
+
+
+def test_kill_9_of_the_operator_mid_reconfigure_still_applies_it_once(
+    kube: Kube, cluster: str, dev_env: dict[str, str]
+) -> None:
+    ns = cluster
+    job = sh(ns, "slurm-controller-0", "sbatch", "--parsable", "-N1", "--wrap", "sleep 20").strip()
+    wait_for(lambda: job_state(ns, job) == "RUNNING", 30, f"job {job} RUNNING")
+    time.sleep(1)
+    patch = {"spec": {"extraConf": "MaxJobCount=7000"}}
+    client.CustomObjectsApi(kube.api).patch_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "slurm", patch)
+    wait_for(
+        lambda: condition(controller(kube, ns), "ConfigValid").get("reason") == "Reconfiguring", 30, "Reconfiguring"
+    )
+    OPERATORS[ns].kill_and_restart()  # kill -9 while the workflow applies or verifies
+    wait_for(
+        lambda: (
+            "MaxJobCount             = 7000" in sh(ns, "slurm-controller-0", "scontrol", "show", "config", check=False)
+        ),
+        120,
+        "the new config runs after the operator's restart",
+    )
+    wait_for(lambda: condition(controller(kube, ns), "ConfigValid").get("reason") == "Applied", 60, "Applied")
+    applied = kube.core.read_namespaced_config_map("slurm-config", ns).metadata.annotations
+    runs = _reconfigures(dev_env, ns, applied["slinky.slurm.net/slurm-config-hash"])
+    assert len(runs) == 1, runs
+    assert job_state(ns, job) in ("RUNNING", "COMPLETED")
+    wait_for(lambda: job_state(ns, job) == "COMPLETED", 60, f"job {job} COMPLETED")
+
+
+def test_mariadb_down_loses_no_accounting_record(kube: Kube, cluster: str) -> None:
+    """The database stops (kill -9) while a job runs and ends: slurmctld and slurmdbd queue its record; once
+    MariaDB is back, sacct lists it COMPLETED."""
+    ns = cluster
+    login = login_pod(kube, ns)
+    procs = stack.ProcessTable(stack.STATE / "pids")
+    pid = procs.running("mariadb")
+    assert pid is not None, "the stack's MariaDB runs"
+    os.kill(pid, signal.SIGKILL)
+    try:
+        job = sh(ns, login, "sbatch", "--parsable", "-N1", "--wrap", "sleep 2").strip()
+        wait_for(lambda: job_state(ns, job) == "COMPLETED", 60, f"job {job} COMPLETED without the database")
+        time.sleep(2)
+    finally:
+        stack.start_mariadb(stack.ProcessTable(stack.STATE / "pids"))
+    wait_for(
+        lambda: "COMPLETED" in sh(ns, login, "sacct", "-X", "-n", "-j", job, "-o", "State", check=False),
+        120,
+        f"sacct lists job {job} once MariaDB is back",
+    )

@@ -165,7 +165,16 @@ class ControllerReconciler:
         config_hash, config_condition = await self._apply_config(raw, controller, files, rendered_hash)
         for service in [*objects.controller_services(controller), self._workers_service(controller)]:
             await ensure(self.runtime.kube, service)
-        sts, how = await ensure(self.runtime.kube, objects.controller_statefulset(controller, config_hash))
+        # The pod template's hash belongs to ControllerReconfigure once the StatefulSet exists (it rolls the pod
+        # and may roll it back): never write an older one over it from a cache that has not caught up.
+        live_sts = self.caches.get(
+            STATEFULSETS, raw["metadata"]["namespace"], objects.controller_statefulset_name(controller)
+        )
+        template_annotations = (((live_sts or {}).get("spec") or {}).get("template") or {}).get("metadata") or {}
+        running_hash = (template_annotations.get("annotations") or {}).get(objects.ANNOTATION_SLURM_CONFIG_HASH)
+        sts, how = await ensure(
+            self.runtime.kube, objects.controller_statefulset(controller, str(running_hash or config_hash))
+        )
         if how != "unchanged":
             logger.info("Controller %s/%s: StatefulSet %s %s", *key, sts["metadata"]["name"], how)
         self.runtime.clear_warnings(raw)
