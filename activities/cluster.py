@@ -28,7 +28,7 @@ from temporalio import activity
 
 from activities.nodeset import SlurmClients
 from slinky.clients.errors import KubeNotFound
-from slinky.clients.events import EventRecorder
+from slinky.clients.events import EventRecorder, object_event
 from slinky.clients.kube import KubeClient, rfc3339
 from slinky.operator import cluster_objects as objects
 from slinky.operator.models import ControllerKey
@@ -215,28 +215,19 @@ class ClusterActivities:
         path = f"{GROUP}/namespaces/{inp.namespace}/controllers/{inp.name}/status"
         await self.kube.patch(path, {"status": {"conditions": conditions}}, decode=False)
         if inp.event:
-            now = rfc3339()
+            uid = str(raw["metadata"].get("uid", ""))
             self.events.record(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Event",
-                    "metadata": {"generateName": f"{inp.name}.", "namespace": inp.namespace},
-                    "involvedObject": {
-                        "apiVersion": "slinky.slurm.net/v1beta1",
-                        "kind": "Controller",
-                        "namespace": inp.namespace,
-                        "name": inp.name,
-                        "uid": raw["metadata"].get("uid", ""),
-                    },
-                    "reason": inp.reason,
-                    "message": inp.message[:1024],
-                    "type": inp.event,
-                    "source": {"component": COMPONENT},
-                    "firstTimestamp": now,
-                    "lastTimestamp": now,
-                    "reportingComponent": COMPONENT,
-                    "count": 1,
-                }
+                object_event(
+                    "slinky.slurm.net/v1beta1",
+                    "Controller",
+                    inp.namespace,
+                    inp.name,
+                    uid,
+                    inp.reason,
+                    inp.message,
+                    inp.event,
+                    COMPONENT,
+                )
             )
 
 

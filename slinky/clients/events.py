@@ -29,20 +29,36 @@ MESSAGE_LIMIT: Final = 1024
 
 def pod_event(namespace: str, name: str, uid: str, reason: str, message: str, type_: str = "Normal") -> Obj:
     """A core/v1 Event about one pod, from the bridge (message cut to ``MESSAGE_LIMIT``)."""
+    return object_event("v1", "Pod", namespace, name, uid, reason, message, type_)
+
+
+def object_event(
+    api_version: str,
+    kind: str,
+    namespace: str,
+    name: str,
+    uid: str,
+    reason: str,
+    message: str,
+    type_: str = "Normal",
+    component: str = COMPONENT,
+) -> Obj:
+    """A core/v1 Event about one object (message cut to ``MESSAGE_LIMIT``), from ``component``."""
     now = rfc3339()
+    involved = {"apiVersion": api_version, "kind": kind, "namespace": namespace, "name": name, "uid": uid}
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"generateName": f"{name}.", "namespace": namespace},
-        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
+        "involvedObject": involved,
         "reason": reason,
         "message": message[:MESSAGE_LIMIT],
         "type": type_,
-        "source": {"component": COMPONENT},
+        "source": {"component": component},
         "firstTimestamp": now,
         "lastTimestamp": now,
         "count": 1,
-        "reportingComponent": COMPONENT,
+        "reportingComponent": component,
     }
 
 

@@ -24,11 +24,10 @@ import argparse
 import asyncio
 import base64
 import binascii
-import json
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 import httpx
@@ -44,7 +43,18 @@ from slinky.operator import cluster_objects as objects
 from slinky.operator import slurm_state
 from slinky.operator.api.base import API_VERSION
 from slinky.operator.api.controller import Controller
-from slinky.operator.nodesets_cli import CliError, human_age, read_pods
+from slinky.operator.nodesets_cli import (  # the operator CLIs' shared table, time and flag helpers
+    CliError,
+    _namespace,
+    _now,
+    _one_line,
+    _output_flag,
+    _parse_time,
+    _print_json,
+    _table,
+    human_age,
+    read_pods,
+)
 from slinky.operator.reconfigure import ANNOTATION_RECONFIGURED_AT, ANNOTATION_REJECTED, ANNOTATION_WORKFLOW
 from slinky.operator.slurmconf import cluster_name
 
@@ -99,10 +109,6 @@ def add_parser(sub: Any) -> None:
     show.add_argument("-n", "--namespace", default=None, help="Kubernetes namespace (default: default)")
     _output_flag(show)
     show.set_defaults(handler=_handler(show_command), command=show_command)
-
-
-def _output_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format")
 
 
 Command = Callable[[argparse.Namespace, "Sources"], Awaitable[int]]
@@ -177,11 +183,6 @@ class Sources:
         for kube in self._owned:
             await kube.aclose()
         self._owned.clear()
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text[:300]
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -402,14 +403,6 @@ def _external(controller: Obj) -> bool:
     return bool((controller.get("spec") or {}).get("external"))
 
 
-def _parse_time(text: str) -> datetime | None:
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
-
-
 def _age(timestamp: str | None, now: datetime) -> str:
     when = _parse_time(timestamp) if timestamp else None
     return human_age((now - when).total_seconds()) if when else "<unknown>"
@@ -596,11 +589,6 @@ def cluster_detail(parts: ClusterObjects, slurm: SlurmRead, now: datetime) -> Ro
 
 
 # ------------------------------------------------------------------------------------------ rendering (pure)
-def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "") -> str:
-    cells = [[str(h) for h in headers], *([_cell(v) for v in row] for row in rows)]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["   ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    return "\n".join(indent + line for line in lines)
 
 
 def _cell(value: Any) -> str:
@@ -684,20 +672,6 @@ def render_show(detail: Row) -> str:
 
 
 # ------------------------------------------------------------------------------------------ commands
-def _namespace(args: argparse.Namespace, settings: Settings) -> str:
-    """-n, else the operator's one watched namespace when it watches exactly one, else kubectl's `default`."""
-    if args.namespace:
-        return str(args.namespace)
-    watched = settings.operator.namespaces
-    return watched[0] if len(watched) == 1 else "default"
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2))
 
 
 async def list_command(args: argparse.Namespace, sources: Sources) -> int:

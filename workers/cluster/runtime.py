@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from slinky.clients.errors import KubeNotFound
-from slinky.clients.events import EventRecorder
+from slinky.clients.events import EventRecorder, object_event
 from slinky.clients.kube import KubeClient, rfc3339
 from workers.scoping import replace_synced, watch_paths
 from workers.workqueue import Key, WorkQueue
@@ -168,28 +168,19 @@ class Runtime:
             del self._false_seen[key]
 
     def event(self, obj: Obj, reason: str, message: str, type_: str = "Normal") -> None:
-        meta, now = obj["metadata"], rfc3339()
+        meta = obj["metadata"]
         self.events.record(
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-                "involvedObject": {
-                    "apiVersion": obj.get("apiVersion", ""),
-                    "kind": obj.get("kind", ""),
-                    "namespace": meta["namespace"],
-                    "name": meta["name"],
-                    "uid": meta.get("uid", ""),
-                },
-                "reason": reason,
-                "message": message[:1024],
-                "type": type_,
-                "source": {"component": COMPONENT},
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "reportingComponent": COMPONENT,
-                "count": 1,
-            }
+            object_event(
+                str(obj.get("apiVersion", "")),
+                str(obj.get("kind", "")),
+                meta["namespace"],
+                meta["name"],
+                str(meta.get("uid", "")),
+                reason,
+                message,
+                type_,
+                COMPONENT,
+            )
         )
 
 

@@ -1,0 +1,1141 @@
+"""Managed-cluster benchmark: a Slurm cluster made from custom resources vs the same daemons started by hand, one run.
+
+Needs the local stack (``slinky dev up``: its node agent runs daemon pods as real slurmctld, slurmrestd and slurmd).
+The run makes a Kubernetes namespace of its own and runs its own operator (``python -m workers.operator``, scoped
+to that namespace, its own task queue), and measures:
+
+1. **apply -> first job RUNNING.** ``kubectl apply`` of two key Secrets, a Controller, a RestApi and a NodeSet of
+   one replica; as soon as ``scontrol ping`` inside pod ``slurm-controller-0`` says UP, ``sbatch -N1 --wrap
+   "sleep 1"`` from inside it, then ``scontrol show job`` from inside until the job runs. **By hand**, the
+   baseline: the ConfigMap ``slurm-config`` the operator rendered, the same keys, the same daemon arguments, the
+   same chroot and volume layout as the pods, but no Kubernetes and no operator: slurmctld, then (once it answers)
+   one ``slurmd -Z``, each in a network namespace of its own (``slinky-bench-<run>-ctld`` and ``-node``, joined by
+   a veth pair, 198.18.0.0/24), the same submit and the same poll.
+2. **config change -> new config running.** ``extraConf`` patched with a new ``MaxJobCount`` each time, until
+   the Controller's ``ConfigValid`` is ``Applied`` naming the new hash and ``scontrol show config`` inside the
+   (new) slurmctld pod shows the value; with the default restart mode (a new pod), then with
+   ``spec.inplaceReconfigure: true`` (``scontrol reconfigure`` through slurmrestd, no new pod). The
+   ControllerReconfigure workflow's end (``applied``, verified) is reported too. By hand: the new slurm.conf
+   written, slurmctld restarted (SIGTERM, started again) or ``scontrol reconfigure``, until ``scontrol show
+   config`` shows the value.
+3. **controller pod deleted -> slurmrestd answers again.** Pod ``slurm-controller-0`` deleted; from the moment
+   its slurmctld process is gone, ``GET /slurm/v0.0.44/ping/`` through the RestApi's pod address (Endpoints of
+   ``slurm-restapi``, a JWT minted from the Controller's key) until ``responding: true``. By hand: SIGTERM to
+   slurmctld, started again on the same state directory, until ``scontrol ping`` inside says UP.
+
+Everything it started is stopped at the end, also on an error, Ctrl-C or SIGTERM: its daemons by PID, its network
+namespaces, its custom resources (Controller first, so no reconfigure starts), the operator by PID, workflows of
+the run's namespace still running, the namespace. Usage::
+
+    .venv/bin/python -m bench.cluster                         # 10 config changes per mode, 5 pod deletions
+    .venv/bin/python -m bench.cluster --quick --json out.json # 2 and 1: a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import re
+import secrets
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from slinky.clients.errors import KubeError, KubeNotFound  # noqa: E402
+from slinky.clients.kube import KubeClient  # noqa: E402
+from slinky.clients.slurm import jwt  # noqa: E402
+from slinky.dev import daemons, slurmd_runtime, stack  # noqa: E402
+from slinky.dev import slurmd_spec as spec  # noqa: E402
+from slinky.dev.procs import start_time  # noqa: E402
+from slinky.operator.cluster_objects import ANNOTATION_SLURM_CONFIG_HASH  # noqa: E402
+from slinky.operator.reconfigure import workflow_id as reconfigure_workflow_id  # noqa: E402
+
+Obj = dict[str, Any]
+GROUP_VERSION = "slinky.slurm.net/v1beta1"
+API = f"/apis/{GROUP_VERSION}"
+CONTROLLER = "slurm"
+NODESET = "cpu"
+CTLD_POD = f"{CONTROLLER}-controller-0"
+NODE_POD = f"{NODESET}-0"
+CONFIG_MAP = f"{CONTROLLER}-config"
+RESTAPI_SERVICE = f"{CONTROLLER}-restapi"
+EXTRA_CONF = "SchedulerParameters=batch_sched_delay=0,sched_interval=1"
+JOB = ["sbatch", "--parsable", "-N1", "-o", "/dev/null", "--wrap", "sleep 1"]
+"""The first job; its output goes nowhere (from ``/`` in the pod it would land in the shared rootfs's ``/``)."""
+RAN = frozenset({"RUNNING", "COMPLETING", "COMPLETED"})
+ENDED_BADLY = frozenset({"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE"})
+POLL = 0.05
+"""Seconds between two polls of anything (each `scontrol` inside a pod takes ~20-50 ms more)."""
+
+NETNS_PREFIX = "slinky-bench-"
+"""The by-hand daemons' network namespaces: ``slinky-bench-<run>-ctld`` and ``-node`` (the agent's are
+``slinky-pod-<slot>``)."""
+BENCH_PREFIX_LEN = 24
+CTLD_ADDRESS = "198.18.0.1"
+NODE_ADDRESS = "198.18.0.2"
+"""RFC 2544's benchmarking range: the two namespaces are joined to each other only, never to the host."""
+
+_START = time.monotonic()
+
+
+def log(message: str) -> None:
+    print(f"[{time.monotonic() - _START:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------- statistics
+def pct(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (p50 of 10 values is the 5th, p90 the 9th)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))]
+
+
+def dist(values: Sequence[float]) -> Obj:
+    return {
+        "p50_s": round(pct(values, 0.5), 3),
+        "p90_s": round(pct(values, 0.9), 3),
+        "max_s": round(max(values), 3) if values else float("nan"),
+        "n": len(values),
+    }
+
+
+def ratio(a: float, b: float) -> float:
+    return round(a / b, 2) if b and math.isfinite(a) and math.isfinite(b) else float("nan")
+
+
+# ------------------------------------------------------------------------------------------- commands
+@dataclasses.dataclass
+class Ran:
+    code: int
+    out: str
+    err: str
+
+
+async def run_argv(argv: Sequence[str], timeout: float) -> Ran | None:
+    """Run a command; None when it did not end within ``timeout`` (then it is killed)."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=slurmd_runtime.HOST_ENV,
+        start_new_session=True,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except (TimeoutError, asyncio.CancelledError):
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
+            raise
+        return None
+    return Ran(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+def inside_argv(root: Path, pid: int, command: Sequence[str]) -> list[str]:
+    """A command in the namespaces of process ``pid``, chrooted into the Slurm rootfs: what ``slinky dev exec``
+    runs for a pod (``slurmd_runtime.exec_argv``), for a process of ours."""
+    return [
+        *("nsenter", "--target", str(pid), "--net", "--mount", "--uts", "--"),
+        *("chroot", str(root), "/usr/bin/env", "-i", slurmd_runtime.CHROOT_PATH, "HOME=/root", "TERM=dumb"),
+        *command,
+    ]
+
+
+Inside = Callable[[Sequence[str], float], Awaitable[Ran | None]]
+"""Runs a command inside a slurmctld (a pod's or ours); None: not running yet, or timed out."""
+
+
+def job_state(text: str) -> str:
+    found = re.search(r"\bJobState=(\S+)", text)
+    return found.group(1) if found else ""
+
+
+def config_value(text: str, key: str) -> str | None:
+    found = re.search(rf"^{re.escape(key)}\s*=\s*(\S+)", text, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+async def until(predicate: Callable[[], Awaitable[Any]], timeout: float, what: str, interval: float = POLL) -> Any:
+    """Poll ``predicate`` until it returns something true; that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout:.0f} s")
+        await asyncio.sleep(interval)
+
+
+async def first_job(inside: Inside, started: float, on_answer: Callable[[], Awaitable[None]] | None = None) -> Obj:
+    """slurmctld answers (``scontrol ping`` UP) -> ``sbatch`` accepted -> the job RUNNING, seconds from
+    ``started``; ``on_answer`` runs once slurmctld answers, before the submit."""
+
+    async def answers() -> bool:
+        ran = await inside(["scontrol", "ping"], 3)
+        return ran is not None and ran.code == 0 and " is UP" in ran.out
+
+    async def submit() -> str | None:
+        ran = await inside(JOB, 15)
+        job = ran.out.strip().split(";")[0] if ran is not None and ran.code == 0 else ""
+        return job if job.isdigit() else None
+
+    await until(answers, 300, "slurmctld answers")
+    answered = time.monotonic()
+    if on_answer is not None:
+        await on_answer()
+    job = await until(submit, 120, "sbatch accepted")
+    submitted = time.monotonic()
+    states: list[str] = []
+
+    async def ran() -> bool:
+        out = await inside(["scontrol", "show", "job", job], 5)
+        state = job_state(out.out) if out is not None else ""
+        if state and (not states or states[-1] != state):
+            states.append(state)
+        if state in ENDED_BADLY:
+            raise RuntimeError(f"job {job} ended {state}: {out.out if out else ''}")
+        return state in RAN
+
+    await until(ran, 180, f"job {job} RUNNING")
+    running = time.monotonic()
+    return {
+        "slurmctld_answers_s": round(answered - started, 3),
+        "job_submitted_s": round(submitted - started, 3),
+        "job_running_s": round(running - started, 3),
+        "job": job,
+        "states_seen": states,
+    }
+
+
+# ------------------------------------------------------------------------------------------- by hand
+def dns_forms(name: str, namespace: str) -> list[str]:
+    return [f"{name}.{namespace}.svc.cluster.local", f"{name}.{namespace}.svc", f"{name}.{namespace}", name]
+
+
+def container_of(pod: Obj, name: str) -> Obj:
+    return next(dict(c) for c in pod["spec"]["containers"] if c.get("name") == name)
+
+
+def volume_mode(pod: Obj, volume: str, default: int) -> int:
+    for v in pod["spec"].get("volumes") or []:
+        if v.get("name") == volume:
+            source = v.get("projected") or v.get("secret") or v.get("configMap") or {}
+            return int(source.get("defaultMode", default))
+    return default
+
+
+@dataclasses.dataclass
+class Daemon:
+    """One daemon of ours: how to start it (again) and the process when it runs."""
+
+    name: str
+    netns: str
+    hostname: str
+    user: str
+    owner: tuple[int, int]
+    binds: list[daemons.Bind]
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+    starttime: str = ""
+
+
+class ByHand:
+    """slurmctld and one ``slurmd -Z`` started by hand, as the node agent starts the pods' daemons (``ip netns exec``,
+    ``unshare --mount --uts``, bind mounts, ``chroot``; ``slinky.dev.slurmd_runtime``), in network namespaces of
+    their own. Blocking calls: run them in a thread."""
+
+    def __init__(self, run: str, root: Path, work: Path, log_dir: Path) -> None:
+        self.root, self.work, self.log_dir = root, work, log_dir
+        self.run = run
+        self.ctld_netns = f"{NETNS_PREFIX}{run}-ctld"
+        self.node_netns = f"{NETNS_PREFIX}{run}-node"
+        self.made_netns: list[str] = []
+        self.made_targets: list[Path] = []
+        """Mount points that did not exist in the rootfs and that the mount scripts create: removed at the end."""
+        self.ctld: Daemon | None = None
+        self.node: Daemon | None = None
+        self.conf_dir: Path | None = None
+
+    # ------------------------------------------------------------------------------- set-up
+    def _ids(self, user: str) -> tuple[int, int]:
+        if user.replace(":", "").isdigit():
+            uid, _, gid = user.partition(":")
+            return int(uid), int(gid or uid)
+        for line in (self.root / "etc" / "passwd").read_text().splitlines():
+            fields = line.split(":")
+            if fields[0] == user and len(fields) > 3:
+                return int(fields[2]), int(fields[3])
+        raise OSError(f"user {user!r} is not in the Slurm rootfs's /etc/passwd")
+
+    def _dir(self, path: Path, owner: tuple[int, int]) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        os.chown(path, *owner)
+        return path
+
+    def _files(self, directory: Path, files: Mapping[str, str], owner: tuple[int, int], mode: int) -> Path:
+        self._dir(directory, (0, 0))
+        for name, text in files.items():
+            path = directory / name
+            path.write_text(text)
+            os.chown(path, *owner)
+            os.chmod(path, mode)
+        return directory
+
+    def _target(self, path: str) -> str:
+        target = daemons.under(str(self.root), path)
+        if not os.path.lexists(target):
+            self.made_targets.append(Path(target))
+        return target
+
+    def _daemon(self, name: str, netns: str, pod: Obj, container_name: str, volumes: Mapping[str, Path]) -> Daemon:
+        """The daemon of ``pod``'s container ``container_name``: its user, file owner, argv and env as the agent
+        derives them; the agent's base binds (/etc/hosts, /var/spool/slurmd, /run, /var/log/slurm), then the
+        container's volumeMounts onto ``volumes`` (by volume name)."""
+        daemon = daemons.DAEMONS[container_name]
+        container = container_of(pod, container_name)
+        user = daemons.run_user(daemon, pod, container)
+        owner = self._ids(daemons.file_owner(daemon, user))
+        base = self.work / name
+        binds = [
+            daemons.Bind(str(self.work / "hosts"), self._target("/etc/hosts")),
+            daemons.Bind(str(self._dir(base / "spool", owner)), self._target("/var/spool/slurmd")),
+            daemons.Bind(str(self._dir(base / "run", owner)), self._target("/run"), recursive=True),
+            daemons.Bind(str(self._dir(base / "log", owner)), self._target("/var/log/slurm")),
+        ]
+        mounts = sorted(container.get("volumeMounts") or [], key=lambda m: (m["mountPath"].count("/"), m["mountPath"]))
+        for mount in mounts:
+            source = volumes.get(mount["name"]) or self._dir(base / "volumes" / mount["name"], owner)
+            binds.append(daemons.Bind(str(source), self._target(mount["mountPath"])))
+        if container_name == spec.CONTAINER_NAME:
+            argv = daemons.argv(daemon, container, spec.slurmd_args(container, NODE_ADDRESS))
+        else:
+            argv = daemons.argv(daemon, container)
+        env = {**spec.literal_env(container), **daemon.env}
+        hostname = str(pod["spec"].get("hostname") or pod["metadata"]["name"])
+        log = self.log_dir / f"{self.run}-{name}.log"
+        return Daemon(name, netns, hostname, user, owner, binds, argv, env, log)
+
+    def prepare(self, namespace: str, files: Mapping[str, str], keys: Mapping[str, str], ctld: Obj, node: Obj) -> None:
+        """Network namespaces, /etc/hosts, config files and keys; the two daemons' launches. ``files``: the
+        ConfigMap's (slurm.conf, cgroup.conf); ``keys``: slurm.key and jwt.key; ``ctld``, ``node``: the operator's
+        pods, whose containers give each daemon's arguments, user and mounts."""
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._network()
+        ctld_name = f"{ctld['spec']['hostname']}.{ctld['spec']['subdomain']}"
+        node_name = f"{node['spec']['hostname']}.{node['spec']['subdomain']}"
+        controller_names = [
+            *dns_forms(ctld_name, namespace),
+            str(ctld["spec"]["hostname"]),
+            *dns_forms(f"{CONTROLLER}-controller", namespace),
+            *dns_forms(str(ctld["spec"]["subdomain"]), namespace),
+        ]
+        node_names = [*dns_forms(node_name, namespace), str(node["spec"]["hostname"])]
+        (self.work / "hosts").write_text(
+            f"127.0.0.1 localhost\n{CTLD_ADDRESS} {' '.join(controller_names)}\n{NODE_ADDRESS} {' '.join(node_names)}\n"
+        )
+        slurm = self._ids("slurm")
+        self.conf_dir = self._files(
+            self.work / "ctld-etc", {**files, **keys}, slurm, volume_mode(ctld, "slurm-etc", 0o644)
+        )
+        node_etc = self._files(
+            self.work / "node-etc", {"slurm.key": keys["slurm.key"]}, (0, 0), volume_mode(node, "slurm-etc", 0o600)
+        )
+        self.ctld = self._daemon("slurmctld", self.ctld_netns, ctld, "slurmctld", {"slurm-etc": self.conf_dir})
+        self.node = self._daemon("slurmd", self.node_netns, node, spec.CONTAINER_NAME, {"slurm-etc": node_etc})
+
+    def _ip(self, *argv: str) -> None:
+        proc = subprocess.run(["ip", *argv], capture_output=True, text=True, env=slurmd_runtime.HOST_ENV, timeout=30)
+        if proc.returncode != 0:
+            raise RuntimeError(f"ip {' '.join(argv)}: {proc.stderr.strip()}")
+
+    def _network(self) -> None:
+        """Two namespaces joined by one veth pair, made inside them (no interface is ever in the host's)."""
+        for name in (self.ctld_netns, self.node_netns):
+            self._ip("netns", "add", name)
+            self.made_netns.append(name)
+        ctld_if, node_if = f"slkb{self.run}c", f"slkb{self.run}n"
+        self._ip("link", "add", ctld_if, "netns", self.ctld_netns, "type", "veth", "peer", "name", node_if, "netns", self.node_netns)
+        for netns, ifname, address in ((self.ctld_netns, ctld_if, CTLD_ADDRESS), (self.node_netns, node_if, NODE_ADDRESS)):
+            self._ip("-n", netns, "link", "set", ifname, "name", "eth0")
+            self._ip("-n", netns, "addr", "add", f"{address}/{BENCH_PREFIX_LEN}", "dev", "eth0")
+            self._ip("-n", netns, "link", "set", "eth0", "up")
+            self._ip("-n", netns, "link", "set", "lo", "up")
+
+    # ------------------------------------------------------------------------------- processes
+    def start(self, daemon: Daemon) -> int:
+        userspec = [f"--userspec={daemon.user}"] if daemon.user != "root" else []
+        argv = [
+            *("ip", "netns", "exec", daemon.netns, "unshare", "--mount", "--uts", "--"),
+            *("sh", "-c", daemons.mount_script(daemon.binds, daemon.hostname), "sh"),
+            *("chroot", *userspec, str(self.root), "/usr/bin/env", "-i", slurmd_runtime.CHROOT_PATH),
+            *(f"{k}={v}" for k, v in daemon.env.items() if k != "PATH"),
+            *daemon.argv,
+        ]
+        with daemon.log.open("ab") as out:
+            daemon.proc = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=slurmd_runtime.HOST_ENV,
+                start_new_session=True,
+            )
+        daemon.starttime = start_time(daemon.proc.pid) or ""
+        return daemon.proc.pid
+
+    def stop(self, daemon: Daemon | None, timeout: float = 10.0) -> None:
+        """SIGTERM (SIGKILL after ``timeout``) and reap."""
+        if daemon is None or daemon.proc is None:
+            return
+        if daemon.proc.poll() is None:
+            slurmd_runtime.signal_and_wait(daemon.proc.pid, daemon.starttime, timeout)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            daemon.proc.wait(10)
+        daemon.proc = None
+
+    def start_ctld(self) -> int:
+        assert self.ctld is not None
+        return self.start(self.ctld)
+
+    def start_node(self) -> int:
+        assert self.node is not None
+        return self.start(self.node)
+
+    def ctld_pid(self) -> int | None:
+        proc = self.ctld.proc if self.ctld else None
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def write_slurm_conf(self, text: str) -> None:
+        assert self.conf_dir is not None and self.ctld is not None
+        path = self.conf_dir / "slurm.conf"
+        mode = path.stat().st_mode & 0o777
+        path.write_text(text)  # in place: the bind mount keeps the inode
+        os.chown(path, *self.ctld.owner)
+        os.chmod(path, mode)
+
+    def slurm_conf(self) -> str:
+        assert self.conf_dir is not None
+        return (self.conf_dir / "slurm.conf").read_text()
+
+    # ------------------------------------------------------------------------------- cleanup
+    def cleanup(self) -> Obj:
+        """Stop both daemons, kill what is left in the namespaces (job steps), delete the namespaces (their veth
+        pair goes with them), the files and the mount points the mount scripts made in the rootfs."""
+        for daemon in (self.node, self.ctld):
+            with contextlib.suppress(Exception):
+                self.stop(daemon, 5.0)
+        left = 0
+        for name in self.made_netns:
+            left += slurmd_runtime.kill_namespace(name)
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True, env=slurmd_runtime.HOST_ENV)
+        self.made_netns = []
+        for target in reversed(self.made_targets):  # deepest first; a file or an empty directory only
+            with contextlib.suppress(OSError):
+                target.rmdir() if target.is_dir() else target.unlink()
+        self.made_targets = []
+        shutil.rmtree(self.work, ignore_errors=True)
+        return {"processes_left": left}
+
+
+def bench_namespaces() -> list[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, env=slurmd_runtime.HOST_ENV)
+    return [n for n in listed.stdout.split() if n.startswith(NETNS_PREFIX)]
+
+
+# ------------------------------------------------------------------------------------------- pods
+@dataclasses.dataclass
+class Seen:
+    name: str
+    uid: str
+    created: float
+    ready: float | None = None
+    terminating: float | None = None
+    deleted: float | None = None
+
+
+class PodWatch:
+    """A watch on the namespace's pods: per pod uid, when it was first seen, Ready, terminating, deleted."""
+
+    def __init__(self, kube: KubeClient, namespace: str) -> None:
+        self.kube, self.namespace = kube, namespace
+        self.pods: dict[str, Seen] = {}
+        self.synced = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> PodWatch:
+        self._task = asyncio.create_task(self._run())
+        await asyncio.wait_for(self.synced.wait(), 30)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def named(self, name: str, after: float = 0.0) -> list[Seen]:
+        return sorted((s for s in self.pods.values() if s.name == name and s.created >= after), key=lambda s: s.created)
+
+    def _see(self, kind: str, pod: Obj, now: float) -> None:
+        meta = pod["metadata"]
+        seen = self.pods.setdefault(meta["uid"], Seen(meta["name"], meta["uid"], now))
+        if kind == "DELETED":
+            seen.deleted = seen.deleted or now
+            seen.terminating = seen.terminating or now
+            return
+        if meta.get("deletionTimestamp"):
+            seen.terminating = seen.terminating or now
+        if pod_ready(pod):
+            seen.ready = seen.ready or now
+
+    async def _run(self) -> None:
+        async for kind, obj in self.kube.list_watch(f"/api/v1/namespaces/{self.namespace}/pods"):
+            now = time.monotonic()
+            if kind == "SYNC":
+                for pod in obj["items"]:
+                    self._see("ADDED", pod, now)
+                self.synced.set()
+            else:
+                self._see(kind, obj, now)
+
+
+def pod_ready(pod: Obj | None) -> bool:
+    conditions = ((pod or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def condition(obj: Obj, type_: str) -> Obj:
+    return next((dict(c) for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == type_), {})
+
+
+def other_operators(own: int | None, namespace: str) -> list[int]:
+    """Other operator processes on this machine that watch this run's namespace (every namespace, or a list with
+    it): they would act on the run's objects too."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in (own, os.getpid()):
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            if b"workers.operator" not in (entry / "cmdline").read_bytes().split(b"\0"):
+                continue
+            environ = dict(
+                item.split("=", 1)
+                for item in (entry / "environ").read_text(errors="replace").split("\0")
+                if "=" in item
+            )
+            scoped = json.loads(environ.get("SLINKY_OPERATOR__NAMESPACES") or "[]")
+            if not scoped or namespace in scoped:
+                found.append(int(entry.name))
+    return sorted(found)
+
+
+# ------------------------------------------------------------------------------------------- the benchmark
+class Bench:
+    def __init__(self, env: dict[str, str], args: argparse.Namespace) -> None:
+        self.env, self.args = env, args
+        self.run = uuid.uuid4().hex[:5]
+        self.namespace = f"bench-cl-{self.run}"
+        self.task_queue = f"bench-cluster-{self.run}"
+        self.kube = KubeClient.from_kubeconfig(env["KUBECONFIG"])
+        self.slurm_key = secrets.token_hex(32)
+        self.jwt_key = secrets.token_hex(32)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"bench-cluster-{self.run}-"))
+        self.log_dir = stack.STATE / "logs" / "bench-cluster"
+        self.operator_log = self.log_dir / f"{self.run}-operator.log"
+        self.root = stack.slurm_root()
+        self.hand = ByHand(self.run, self.root, self.tmp / "by-hand", self.log_dir)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.made_namespace = False
+        self.temporal: Any = None
+
+    # ------------------------------------------------------------------------------- kube paths
+    def path(self, plural: str, name: str = "") -> str:
+        core = plural in ("pods", "configmaps", "endpoints", "secrets")
+        prefix = "/api/v1" if core else API
+        return f"{prefix}/namespaces/{self.namespace}/{plural}" + (f"/{name}" if name else "")
+
+    async def get(self, plural: str, name: str) -> Obj | None:
+        try:
+            return await self.kube.get(self.path(plural, name))
+        except KubeNotFound:
+            return None
+
+    def manifests(self) -> list[Obj]:
+        """What a user applies: the two key Secrets, a Controller, a RestApi and a NodeSet of one replica."""
+        return [
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "slurm-auth-slurm"},
+                "stringData": {"slurm.key": self.slurm_key},
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "slurm-auth-jwt"},
+                "stringData": {"jwt.key": self.jwt_key},
+            },
+            {
+                "apiVersion": GROUP_VERSION,
+                "kind": "Controller",
+                "metadata": {"name": CONTROLLER},
+                "spec": {
+                    "slurmKeyRef": {"name": "slurm-auth-slurm", "key": "slurm.key"},
+                    "jwtKeyRef": {"name": "slurm-auth-jwt", "key": "jwt.key"},
+                    "slurmctld": {"image": "ghcr.io/slinkyproject/slurmctld:26.05-ubuntu26.04"},
+                    "extraConf": EXTRA_CONF,
+                    "persistence": {"enabled": True, "existingClaim": ""},
+                },
+            },
+            {
+                "apiVersion": GROUP_VERSION,
+                "kind": "RestApi",
+                "metadata": {"name": CONTROLLER},
+                "spec": {"controllerRef": {"name": CONTROLLER}, "slurmrestd": {"image": "slurmrestd:26.05"}},
+            },
+            {
+                "apiVersion": GROUP_VERSION,
+                "kind": "NodeSet",
+                "metadata": {"name": NODESET},
+                "spec": {
+                    "controllerRef": {"name": CONTROLLER},
+                    "replicas": 1,
+                    "partition": {"enabled": True, "config": "Default=YES MaxTime=UNLIMITED"},
+                    "slurmd": {"image": "slurmd:26.05", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+                },
+            },
+        ]
+
+    # ------------------------------------------------------------------------------- set-up
+    async def setup(self) -> None:
+        await self.kube.create("/api/v1/namespaces", {"metadata": {"name": self.namespace}})
+        self.made_namespace = True
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            **self.env,
+            "PATH": os.environ["PATH"],
+            "SLINKY_OPERATOR__TASK_QUEUE": self.task_queue,
+            "SLINKY_OPERATOR__NAMESPACES": json.dumps([self.namespace]),
+        }
+        with self.operator_log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "workers.operator"], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+        from temporalio.client import Client
+
+        self.temporal = await Client.connect(
+            self.env["TEMPORAL_ADDRESS"], namespace=self.env.get("TEMPORAL_NAMESPACE", "default")
+        )
+        await self.operator_ready()
+
+    def operator_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"the operator exited with {self.proc.returncode}; see {self.operator_log}")
+
+    async def operator_ready(self) -> None:
+        """A RestApi naming no Controller: once the operator writes its status, its watches are synced and its
+        reconcilers run. Deleted before anything is measured."""
+        probe = {
+            "apiVersion": GROUP_VERSION,
+            "kind": "RestApi",
+            "metadata": {"name": "bench-probe"},
+            "spec": {"controllerRef": {"name": "bench-nowhere"}},
+        }
+        await self.kube.create(self.path("restapis"), probe)
+
+        async def reported() -> bool:
+            self.operator_alive()
+            obj = await self.get("restapis", "bench-probe")
+            return bool(condition(obj or {}, "Ready"))
+
+        await until(reported, 90, f"the operator's first reconcile (see {self.operator_log})", 0.1)
+        await self.kube.delete(self.path("restapis", "bench-probe"))
+
+    async def kubectl_apply(self, objects: list[Obj]) -> None:
+        kubectl = shutil.which("kubectl") or "kubectl"
+        proc = await asyncio.create_subprocess_exec(
+            kubectl,
+            "-n",
+            self.namespace,
+            "apply",
+            "-f",
+            "-",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "KUBECONFIG": self.env["KUBECONFIG"]},
+        )
+        out, err = await asyncio.wait_for(proc.communicate(yaml.safe_dump_all(objects).encode()), 60)
+        if proc.returncode != 0:
+            raise RuntimeError(f"kubectl apply: {err.decode()}")
+
+    # ------------------------------------------------------------------------------- inside the pods
+    async def in_pod(self, command: Sequence[str], timeout: float) -> Ran | None:
+        """``slinky dev exec -n NS slurm-controller-0 -- CMD`` without the CLI's own start-up."""
+        argv = slurmd_runtime.exec_argv(stack.slurmd_pods_dir(), self.root, self.namespace, CTLD_POD, list(command))
+        return None if argv is None else await run_argv(argv, timeout)
+
+    async def in_hand(self, command: Sequence[str], timeout: float) -> Ran | None:
+        pid = self.hand.ctld_pid()
+        return None if pid is None else await run_argv(inside_argv(self.root, pid, command), timeout)
+
+    def ctld_record(self) -> slurmd_runtime.PodProcess | None:
+        pods, _ = slurmd_runtime.read_state(stack.slurmd_pods_dir())
+        return next(
+            (p for p in pods.values() if (p.namespace, p.name) == (self.namespace, CTLD_POD) and p.alive()), None
+        )
+
+    async def shows(self, inside: Inside, key: str, value: str) -> bool:
+        ran = await inside(["scontrol", "show", "config"], 5)
+        return ran is not None and config_value(ran.out, key) == value
+
+    async def pings(self, inside: Inside) -> bool:
+        ran = await inside(["scontrol", "ping"], 3)
+        return ran is not None and ran.code == 0 and " is UP" in ran.out
+
+    async def steady(self, inplace: bool | None = None) -> None:
+        """slurmctld's pod Ready (made from a template without the config hash, with ``inplace``) and answering."""
+
+        async def ready() -> bool:
+            self.operator_alive()
+            pod = await self.get("pods", CTLD_POD)
+            if pod is None or pod["metadata"].get("deletionTimestamp") or not pod_ready(pod):
+                return False
+            hashed = ANNOTATION_SLURM_CONFIG_HASH in (pod["metadata"].get("annotations") or {})
+            return inplace is None or hashed != inplace
+
+        await until(ready, 240, "slurmctld pod Ready", 0.1)
+        await until(lambda: self.pings(self.in_pod), 120, "slurmctld answers")
+
+    # ------------------------------------------------------------------------------- 1. apply -> job
+    async def apply_to_job(self) -> Obj:
+        async with PodWatch(self.kube, self.namespace) as pods:
+            started = time.monotonic()
+            await self.kubectl_apply(self.manifests())
+            applied = time.monotonic()
+            result = await first_job(self.in_pod, started)
+            ctld = pods.named(CTLD_POD, started)
+            node = pods.named(NODE_POD, started)
+            rest = [s for s in pods.pods.values() if s.name.startswith(RESTAPI_SERVICE) and s.created >= started]
+
+        def at(value: float | None) -> float | None:
+            return round(value - started, 3) if value is not None else None
+
+        result.update(
+            {
+                "kubectl_apply_s": round(applied - started, 3),
+                "slurmctld_pods_made": len(ctld),
+                "first_slurmctld_pod_s": at(ctld[0].created) if ctld else None,
+                "slurmctld_pod_ready_s": at(ctld[-1].ready) if ctld else None,
+                "slurmrestd_pod_ready_s": at(rest[0].ready) if rest else None,
+                "slurmd_pod_created_s": at(node[0].created) if node else None,
+                "slurmd_pod_ready_s": at(node[0].ready) if node else None,
+            }
+        )
+        return result
+
+    async def by_hand_to_job(self) -> Obj:
+        config = await self.get("configmaps", CONFIG_MAP)
+        ctld, node = await self.get("pods", CTLD_POD), await self.get("pods", NODE_POD)
+        if config is None or ctld is None or node is None:
+            raise RuntimeError("the operator's ConfigMap or pods are gone")
+        files = {str(k): str(v) for k, v in (config.get("data") or {}).items()}
+        keys = {"slurm.key": self.slurm_key, "jwt.key": self.jwt_key}
+        started = time.monotonic()
+        await asyncio.to_thread(self.hand.prepare, self.namespace, files, keys, ctld, node)
+        await asyncio.to_thread(self.hand.start_ctld)
+
+        async def start_node() -> None:
+            await asyncio.to_thread(self.hand.start_node)
+
+        result = await first_job(self.in_hand, started, start_node)
+        result["config_hash"] = (config["metadata"].get("annotations") or {}).get(ANNOTATION_SLURM_CONFIG_HASH)
+        return result
+
+    # ------------------------------------------------------------------------------- 2. config change
+    async def config_change(self, value: int, pods: PodWatch) -> Obj:
+        """Patch extraConf to ``MaxJobCount=value``: -> ConfigValid Applied naming the new hash, and ``scontrol show
+        config`` in the slurmctld pod showing it; the workflow's verified end apart."""
+        line = f"MaxJobCount={value}"
+        before = self.ctld_record()
+        started = time.monotonic()
+        await self.kube.patch(self.path("controllers", CONTROLLER), {"spec": {"extraConf": f"{EXTRA_CONF}\n{line}"}})
+        times: dict[str, float] = {}
+        new_hash: list[str] = []
+
+        async def written() -> bool:
+            cm = await self.get("configmaps", CONFIG_MAP)
+            if cm is None or line not in (cm.get("data") or {}).get("slurm.conf", "").splitlines():
+                return False
+            new_hash.append(str((cm["metadata"].get("annotations") or {}).get(ANNOTATION_SLURM_CONFIG_HASH)))
+            return True
+
+        async def applied() -> bool:
+            self.operator_alive()
+            cond = condition(await self.get("controllers", CONTROLLER) or {}, "ConfigValid")
+            if cond.get("status") == "False":
+                raise RuntimeError(f"{line}: ConfigValid False: {cond.get('reason')}: {cond.get('message')}")
+            return bool(new_hash) and cond.get("reason") == "Applied" and new_hash[0] in str(cond.get("message"))
+
+        async def condition_side() -> None:
+            await until(written, 240, f"ConfigMap with {line}")
+            times["configmap_written"] = time.monotonic()
+            await until(applied, 240, f"ConfigValid Applied for {line}")
+            times["config_valid_applied"] = time.monotonic()
+            handle = self.temporal.get_workflow_handle(reconfigure_workflow_id(self.namespace, CONTROLLER, new_hash[0]))
+            outcome = await asyncio.wait_for(handle.result(), 240)
+            times["workflow_applied"] = time.monotonic()
+            if (outcome or {}).get("outcome") != "applied":
+                raise RuntimeError(f"{line}: reconfigure workflow ended {outcome}")
+
+        async def slurm_side() -> None:
+            await until(lambda: self.shows(self.in_pod, "MaxJobCount", str(value)), 240, f"slurmctld runs {line}")
+            times["slurmctld_runs_it"] = time.monotonic()
+
+        await asyncio.gather(condition_side(), slurm_side())
+        after = self.ctld_record()
+        out: Obj = {k + "_s": round(v - started, 3) for k, v in sorted(times.items())}
+        out["total_s"] = round(max(times["config_valid_applied"], times["slurmctld_runs_it"]) - started, 3)
+        out["new_pods"] = len(pods.named(CTLD_POD, started))
+        out["same_process"] = bool(before and after and (before.pid, before.starttime) == (after.pid, after.starttime))
+        out["value"], out["hash"] = value, new_hash[0]
+        return out
+
+    async def config_changes(self, inplace: bool, base: int) -> Obj:
+        toggled: Obj = {}
+        if inplace:
+            started = time.monotonic()
+            await self.kube.patch(self.path("controllers", CONTROLLER), {"spec": {"inplaceReconfigure": True}})
+            await self.steady(inplace=True)  # the template loses the config hash: one new pod, not measured
+            toggled["inplace_toggle_new_pod_s"] = round(time.monotonic() - started, 3)
+        else:
+            await self.steady()
+        rounds = []
+        async with PodWatch(self.kube, self.namespace) as pods:
+            for i in range(self.args.changes):
+                rounds.append(await self.config_change(base + i, pods))
+                log(f"  {'in place' if inplace else 'restart'} {i + 1}/{self.args.changes}: {rounds[-1]}")
+                await self.steady(inplace=inplace)
+        return {**toggled, "rounds": rounds}
+
+    async def by_hand_config_changes(self, inplace: bool, base: int) -> list[Obj]:
+        """The new slurm.conf written (MaxJobCount appended, as the operator renders extraConf), then ``scontrol
+        reconfigure`` (in place) or SIGTERM and a new slurmctld, until ``scontrol show config`` shows it."""
+        original = self.hand.slurm_conf()
+        rounds = []
+        for i in range(self.args.changes):
+            value = base + i
+            await until(lambda: self.pings(self.in_hand), 60, "by-hand slurmctld answers")
+            started = time.monotonic()
+            text = original.rstrip("\n") + f"\nMaxJobCount={value}\n"
+            await asyncio.to_thread(self.hand.write_slurm_conf, text)
+            if inplace:
+                ran = await self.in_hand(["scontrol", "reconfigure"], 30)
+                if ran is None or ran.code != 0:
+                    raise RuntimeError(f"by hand: scontrol reconfigure: {ran}")
+            else:
+                await asyncio.to_thread(self.hand.stop, self.hand.ctld)
+                await asyncio.to_thread(self.hand.start_ctld)
+            await until(lambda v=value: self.shows(self.in_hand, "MaxJobCount", str(v)), 120, "by-hand new config")  # type: ignore[misc]
+            rounds.append({"total_s": round(time.monotonic() - started, 3), "value": value})
+        return rounds
+
+    # ------------------------------------------------------------------------------- 3. pod deleted
+    async def restapi(self) -> httpx.AsyncClient:
+        endpoints = await self.kube.get(self.path("endpoints", RESTAPI_SERVICE))
+        address = endpoints["subsets"][0]["addresses"][0]["ip"]
+        token = jwt.mint(self.jwt_key.encode(), "slurm", 3600)
+        return httpx.AsyncClient(
+            base_url=f"http://{address}:6820/slurm/v0.0.44",
+            headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token},
+            timeout=3,
+        )
+
+    @staticmethod
+    async def responding(rest: httpx.AsyncClient) -> bool:
+        try:
+            pings = (await rest.get("/ping/")).json().get("pings") or []
+        except (httpx.HTTPError, ValueError):
+            return False
+        return bool(pings) and all(p.get("responding") is True for p in pings)
+
+    async def delete_controller_pod(self, rest: httpx.AsyncClient, pods: PodWatch) -> Obj:
+        await self.steady()
+        await until(lambda: self.responding(rest), 120, "slurmrestd ping responding before the delete")
+        record = self.ctld_record()
+        if record is None:
+            raise RuntimeError("no slurmctld process for the pod")
+        started = time.monotonic()
+        await self.kube.delete(self.path("pods", CTLD_POD))
+
+        async def gone() -> bool:
+            return start_time(record.pid) != record.starttime
+
+        await until(gone, 120, "the old slurmctld process gone", 0.01)
+        gone_at = time.monotonic()
+        await until(lambda: self.responding(rest), 300, "slurmrestd ping responding again")
+        back = time.monotonic()
+        new = pods.named(CTLD_POD, started)
+        return {
+            "total_s": round(back - started, 3),
+            "old_slurmctld_gone_s": round(gone_at - started, 3),
+            "new_pod_created_s": round(new[0].created - started, 3) if new else None,
+            "new_pod_ready_s": round(new[0].ready - started, 3) if new and new[0].ready else None,
+        }
+
+    async def by_hand_restart(self) -> Obj:
+        await until(lambda: self.pings(self.in_hand), 60, "by-hand slurmctld answers")
+        started = time.monotonic()
+        await asyncio.to_thread(self.hand.stop, self.hand.ctld)
+        stopped = time.monotonic()
+        await asyncio.to_thread(self.hand.start_ctld)
+        await until(lambda: self.pings(self.in_hand), 120, "by-hand slurmctld answers again")
+        return {"total_s": round(time.monotonic() - started, 3), "stopped_s": round(stopped - started, 3)}
+
+    # ------------------------------------------------------------------------------- cleanup
+    async def cleanup(self) -> Obj:
+        left: Obj = {}
+        try:
+            left["by_hand"] = await asyncio.to_thread(self.hand.cleanup)
+        except Exception as err:  # noqa: BLE001 (the rest is cleaned up all the same)
+            left["by_hand"] = f"failed: {err}"
+        if self.made_namespace:
+            # The Controller first: without it no NodeSet or RestApi change re-renders slurm.conf (a reconfigure).
+            for plural, name in (("controllers", CONTROLLER), ("nodesets", NODESET), ("restapis", CONTROLLER)):
+                with contextlib.suppress(KubeError, httpx.HTTPError):
+                    await self.kube.delete(self.path(plural, name))
+            with contextlib.suppress(KubeError, httpx.HTTPError):
+                await self.kube.delete(self.path("restapis", "bench-probe"))
+            deadline = time.monotonic() + 60
+            items: list[Obj] = []
+            while time.monotonic() < deadline:
+                try:
+                    items = (await self.kube.get(self.path("pods")))["items"]
+                except (KubeError, httpx.HTTPError):
+                    items = []
+                if not items:
+                    break
+                await asyncio.sleep(0.2)
+            left["pods_left_after_60s"] = len(items)
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                await asyncio.to_thread(self.proc.wait, 15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                await asyncio.to_thread(self.proc.wait, 10)
+        if self.temporal is not None:
+            try:
+                left["workflows_terminated"] = await self.terminate_workflows()
+            except Exception as err:  # noqa: BLE001
+                left["workflows_terminated"] = f"failed: {err}"
+        if self.made_namespace:
+            with contextlib.suppress(KubeNotFound):
+                await self.kube.delete(f"/api/v1/namespaces/{self.namespace}")
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                try:
+                    await self.kube.get(f"/api/v1/namespaces/{self.namespace}")
+                except KubeNotFound:
+                    break
+                except (KubeError, httpx.HTTPError):
+                    pass
+                await asyncio.sleep(0.5)
+            else:
+                left["namespace"] = "terminating"
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        left["bench_netns_left"] = [n for n in bench_namespaces() if n.startswith(f"{NETNS_PREFIX}{self.run}-")]
+        await self.kube.aclose()
+        return left
+
+    async def terminate_workflows(self) -> int:
+        """Workflows of the run's namespace still running (a reconfigure cut short): they would wait for a task
+        queue nobody serves."""
+        count = 0
+        query = f"SlinkyNamespace='{self.namespace}' AND ExecutionStatus='Running'"
+        async for wf in self.temporal.list_workflows(query):
+            await self.temporal.get_workflow_handle(wf.id, run_id=wf.run_id).terminate("bench/cluster.py cleanup")
+            count += 1
+        return count
+
+    # ------------------------------------------------------------------------------- the run
+    async def run(self) -> Obj:
+        args = self.args
+        results: Obj = {
+            "namespace": self.namespace,
+            "task_queue": self.task_queue,
+            "run": self.run,
+            "changes": args.changes,
+            "deletions": args.deletions,
+        }
+        try:
+            log(f"namespace {self.namespace}, operator on task queue {self.task_queue} (log {self.operator_log})")
+            await self.setup()
+            log("1. apply -> first job RUNNING (operator)")
+            results["apply_to_job"] = await self.apply_to_job()
+            log(f"   {results['apply_to_job']}")
+            log("1. start -> first job RUNNING (by hand)")
+            results["by_hand_to_job"] = await self.by_hand_to_job()
+            log(f"   {results['by_hand_to_job']}")
+            log(f"2. config change x {args.changes}, restart mode")
+            results["reconfigure_restart"] = await self.config_changes(False, 20000)
+            log(f"2. config change x {args.changes}, in place")
+            results["reconfigure_inplace"] = await self.config_changes(True, 30000)
+            log("2. by hand: new slurm.conf, slurmctld restarted / scontrol reconfigure")
+            results["by_hand_restart_conf"] = await self.by_hand_config_changes(False, 40000)
+            results["by_hand_reconfigure"] = await self.by_hand_config_changes(True, 50000)
+            log(f"3. controller pod deleted x {args.deletions}")
+            rest = await self.restapi()
+            deletions = []
+            try:
+                async with PodWatch(self.kube, self.namespace) as pods:
+                    for i in range(args.deletions):
+                        deletions.append(await self.delete_controller_pod(rest, pods))
+                        log(f"  deletion {i + 1}/{args.deletions}: {deletions[-1]}")
+            finally:
+                await rest.aclose()
+            results["controller_pod_deleted"] = deletions
+            log(f"3. by hand: SIGTERM + restart x {args.deletions}")
+            results["by_hand_ctld_restart"] = [await self.by_hand_restart() for _ in range(args.deletions)]
+            results["other_operator_processes"] = other_operators(self.proc.pid if self.proc else None, self.namespace)
+        finally:
+            log("cleanup")
+            results["cleanup"] = await self.cleanup()
+        results["summary"] = summarise(results)
+        return results
+
+
+def summarise(r: Obj) -> Obj:
+    def totals(rounds: list[Obj], key: str = "total_s") -> list[float]:
+        return [float(x[key]) for x in rounds if x.get(key) is not None]
+
+    out: Obj = {
+        "apply_to_job_s": r["apply_to_job"]["job_running_s"],
+        "by_hand_to_job_s": r["by_hand_to_job"]["job_running_s"],
+    }
+    out["apply_to_job_vs_by_hand"] = ratio(out["apply_to_job_s"], out["by_hand_to_job_s"])
+    series = {
+        "reconfigure_restart": totals(r["reconfigure_restart"]["rounds"]),
+        "reconfigure_restart_workflow": totals(r["reconfigure_restart"]["rounds"], "workflow_applied_s"),
+        "reconfigure_inplace": totals(r["reconfigure_inplace"]["rounds"]),
+        "reconfigure_inplace_workflow": totals(r["reconfigure_inplace"]["rounds"], "workflow_applied_s"),
+        "by_hand_restart_conf": totals(r["by_hand_restart_conf"]),
+        "by_hand_reconfigure": totals(r["by_hand_reconfigure"]),
+        "controller_pod_deleted": totals(r["controller_pod_deleted"]),
+        "by_hand_ctld_restart": totals(r["by_hand_ctld_restart"]),
+    }
+    for name, values in series.items():
+        d = dist(values)
+        for k in ("p50_s", "p90_s", "max_s"):
+            out[f"{name}_{k}"] = d[k]
+    out["reconfigure_restart_vs_by_hand"] = ratio(out["reconfigure_restart_p50_s"], out["by_hand_restart_conf_p50_s"])
+    out["reconfigure_inplace_vs_by_hand"] = ratio(out["reconfigure_inplace_p50_s"], out["by_hand_reconfigure_p50_s"])
+    out["controller_pod_deleted_vs_by_hand"] = ratio(
+        out["controller_pod_deleted_p50_s"], out["by_hand_ctld_restart_p50_s"]
+    )
+    return out
+
+
+def print_report(r: Obj) -> None:
+    s = r["summary"]
+    print(f"namespace {r['namespace']}: {r['changes']} config changes per mode, {r['deletions']} pod deletions")
+    print(f"{'measure (seconds)':52} {'operator':>9} {'by hand':>9} {'ratio':>7}")
+    print(
+        f"{'1. apply -> first job RUNNING':52} {s['apply_to_job_s']:>9} {s['by_hand_to_job_s']:>9} "
+        f"{s['apply_to_job_vs_by_hand']:>7}"
+    )
+    rows = [
+        ("2. config change, restart mode", "reconfigure_restart", "by_hand_restart_conf"),
+        ("2. config change, in place", "reconfigure_inplace", "by_hand_reconfigure"),
+        ("3. slurmctld gone -> answers again", "controller_pod_deleted", "by_hand_ctld_restart"),
+    ]
+    for label, ours, theirs in rows:
+        for k in ("p50_s", "p90_s", "max_s"):
+            rate = f"{ratio(s[f'{ours}_{k}'], s[f'{theirs}_{k}']):>7}" if k == "p50_s" else ""
+            print(f"{label + ' ' + k[:-2]:52} {s[f'{ours}_{k}']:>9} {s[f'{theirs}_{k}']:>9} {rate}")
+    for mode in ("restart", "inplace"):
+        print(
+            f"{f'2. {mode}: reconfigure workflow verified p50/p90/max':52} "
+            f"{s[f'reconfigure_{mode}_workflow_p50_s']} / {s[f'reconfigure_{mode}_workflow_p90_s']} / "
+            f"{s[f'reconfigure_{mode}_workflow_max_s']}"
+        )
+    a = r["apply_to_job"]
+    print(
+        "1. operator, seconds from apply: kubectl {kubectl_apply_s}, first slurmctld pod {first_slurmctld_pod_s}, "
+        "slurmctld pods made {slurmctld_pods_made}, slurmrestd Ready {slurmrestd_pod_ready_s}, slurmctld Ready "
+        "{slurmctld_pod_ready_s}, answers {slurmctld_answers_s}, submitted {job_submitted_s}, slurmd pod "
+        "{slurmd_pod_created_s} Ready {slurmd_pod_ready_s}, job RUNNING {job_running_s}".format(**a)
+    )
+    h = r["by_hand_to_job"]
+    print(
+        "1. by hand, seconds from start: answers {slurmctld_answers_s}, submitted {job_submitted_s}, job RUNNING "
+        "{job_running_s}".format(**h)
+    )
+    if r.get("other_operator_processes"):
+        print(f"WARNING: other operators watch this namespace: {r['other_operator_processes']}")
+    print("cleanup:", r["cleanup"])
+
+
+async def measure(args: argparse.Namespace) -> Obj:
+    bench = Bench(stack.load_env_file(), args)
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if task is not None and threading.current_thread() is threading.main_thread():
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)  # clean up on SIGTERM as on Ctrl-C
+    try:
+        return await bench.run()
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGTERM)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--changes", type=int, default=10, help="extraConf changes per reconfigure mode")
+    parser.add_argument("--deletions", type=int, default=5, help="controller pod deletions (and by-hand restarts)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 changes per mode, 1 deletion")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to this file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.changes, args.deletions = 2, 1
+    if args.changes < 1 or args.deletions < 1:
+        raise SystemExit("--changes and --deletions must be at least 1")
+    results = asyncio.run(measure(args))
+    print_report(results)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
