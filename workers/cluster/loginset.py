@@ -28,6 +28,7 @@ Obj = dict[str, Any]
 
 LOGINSETS = f"{GROUP}/loginsets"
 READY = "Ready"
+FIELDS_SUPPORTED = "FieldsSupported"
 
 
 def loginset_path(namespace: str, name: str) -> str:
@@ -119,6 +120,8 @@ class LoginSetReconciler:
         ok = ready >= want
         message = f"{ready} of {want} login pods ready (sackd configless from Controller {ref})"
         await self._status(raw, ready, "True" if ok else "False", "LoginReady" if ok else "LoginNotReady", message)
+        if not ok:
+            self.runtime.requeue_later(self.kind, key, 2.0)
 
     async def _status(self, raw: Obj, replicas: int | None, status: str, reason: str, message: str) -> None:
         generation = int(raw["metadata"].get("generation") or 0)
