@@ -41,6 +41,8 @@ from workflows.nodeset import SA_NAMESPACE, SA_NODESET, SA_PHASE, SA_SLURM_NODE,
 from workflows.reconfigure import SA_CONTROLLER, ControllerReconfigureWorkflow
 
 logger = logging.getLogger("workers.operator")
+WATCHES_PER_SCOPE = 13
+"""List+watch streams the operator keeps open per watched namespace (or once, cluster-wide)."""
 
 
 async def ensure_search_attributes(temporal: Client) -> None:
@@ -70,7 +72,10 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
     ops = settings.operator
     temporal = await connect_temporal(settings)
     await ensure_search_attributes(temporal)
-    kube = KubeClient.from_kubeconfig(settings.kube.kubeconfig)
+    # Every open watch holds a connection of the pool: 13 per watched namespace (the cluster runtime's 9, the
+    # NodeSet controller's 2, the Token controller's 2) and the node watch, plus room for the requests.
+    scopes = max(len(ops.namespaces), 1)
+    kube = KubeClient.from_kubeconfig(settings.kube.kubeconfig, max_connections=16 + WATCHES_PER_SCOPE * scopes + 1)
     slurm = SlurmClients(kube, ops.rest_url or settings.slurm.rest_url, service_addresses=ops.service_addresses)
     events = EventRecorder(kube)
     controller = NodeSetController(

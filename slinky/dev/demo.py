@@ -244,6 +244,20 @@ def _ready(pod: dict[str, Any] | None) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
+def _config_applied(env: dict[str, str]) -> bool:
+    """Controller `slurm` has reconciled its current spec: its config Applied (a changed config goes through a
+    ControllerReconfigure workflow first, which may make a new slurmctld pod) and slurmctld Ready."""
+    out = _sh(env, "kubectl", "get", "controller", "slurm", "-n", NS, "-o", "json", check=False)
+    try:
+        obj = json.loads(out)
+    except ValueError:
+        return False
+    conditions = {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+    valid, ready = conditions.get("ConfigValid", {}), conditions.get("Ready", {})
+    current = all(c.get("observedGeneration") == obj["metadata"].get("generation") for c in (valid, ready))
+    return current and valid.get("reason") == "Applied" and ready.get("status") == "True"
+
+
 def _login_pod(env: dict[str, str]) -> str:
     """A ready pod of LoginSet `login` (its Deployment names them `login-<hash>-<id>`), or ""."""
     return next((n for n, p in sorted(_pods(env).items()) if n.startswith("login-") and _ready(p)), "")
@@ -281,6 +295,7 @@ def _cluster_up(env: dict[str, str]) -> str:
         pods = _pods(env)
         missing[:] = [n for n in ("slurm-controller-0", "slurm-accounting-0", "cpu-0") if not _ready(pods.get(n))]
         missing.extend([] if any(n.startswith("login-") and _ready(p) for n, p in pods.items()) else ["login-*"])
+        missing.extend([] if _config_applied(env) else ["Controller slurm's config Applied"])
         return not missing
 
     if not _wait("the cluster's pods Ready", ready, 180, CLUSTER_LOGS):
@@ -334,9 +349,10 @@ def _scale_in_waits_for_job(env: dict[str, str], slinky: list[str], login: _Logi
         return 1
     busy = login.job(job, "NodeList")
     print(f"  job {job} RUNNING on {busy}")
+    scale_ins = [*slinky, "nodesets", "scale-ins", "-n", NS]
+    earlier = {r["workflowId"] for r in json.loads(_sh(env, *scale_ins, "--all", "-o", "json") or "[]")}
     print(f"$ kubectl scale nodeset cpu -n {NS} --replicas=0   (a scale-in takes idle nodes first: take both)")
     _sh(env, "kubectl", "scale", "nodeset", "cpu", "-n", NS, "--replicas=0")
-    scale_ins = [*slinky, "nodesets", "scale-ins", "-n", NS]
 
     def busy_waits() -> bool:
         pods = [n for n in _pods(env) if n.startswith("cpu-")]
@@ -353,8 +369,9 @@ def _scale_in_waits_for_job(env: dict[str, str], slinky: list[str], login: _Logi
     if not _wait(f"job {job} COMPLETED and {busy} deleted", drained, 60, CLUSTER_LOGS):
         return 1
     print(f"  job {job} COMPLETED, then {busy} was deleted")
-    print(f"$ slinky nodesets scale-ins -n {NS} --all")
-    print(_sh(env, *scale_ins, "--all"), end="")
+    print(f"$ slinky nodesets scale-ins -n {NS} --all   (this run's)")
+    table = _sh(env, *scale_ins, "--all").splitlines()
+    print("\n".join(table[:1] + [line for line in table[1:] if line.split()[-1:] and line.split()[-1] not in earlier]))
     print(f"$ kubectl scale nodeset cpu -n {NS} --replicas=1")
     _sh(env, "kubectl", "scale", "nodeset", "cpu", "-n", NS, "--replicas=1")
     if not _wait("cpu-0 Ready again", lambda: _ready(_pods(env).get("cpu-0")), 90, CLUSTER_LOGS):
@@ -383,7 +400,11 @@ def managed_cluster_scenario(env: dict[str, str], slinky: list[str]) -> int:
     ui = env["TEMPORAL_UI_URL"]
     print("Where to look (the cluster stays; kubectl delete -f deploy/examples/slurm-cluster.yaml removes it):")
     print(f'  {ui}/namespaces/default/workflows  (search: SlinkyNamespace="{NS}")')
-    print("    the cluster's ControllerReconfigure and NodeSetScaleIn workflows")
+    print("    the cluster's NodeSetScaleIn workflows, and a ControllerReconfigure one for each change of its config:")
+    print(
+        f"    kubectl patch controller slurm -n {NS} --type=merge -p "
+        """'{"spec":{"extraConf":"SchedulerParameters=batch_sched_delay=0,sched_interval=1\\nMaxJobCount=5000"}}'"""
+    )
     print(f"  kubectl logs -n {NS} slurm-controller-0   # slurmctld's log")
     print(f"  slinky dev exec -n {NS} {pod} -- squeue   # any Slurm command, from the login pod")
     return 0

@@ -128,6 +128,14 @@ class LoginSetReconciler:
         conditions = set_condition(
             (raw.get("status") or {}).get("conditions") or [], READY, status, reason, message, generation
         )
+        spec = raw.get("spec") or {}
+        ignored = [f"spec.{f}" for f in ("rootSshAuthorizedKeys", "extraSshdConfig") if spec.get(f)]
+        if ignored:
+            why = f"{', '.join(ignored)}: no sshd runs in the login pods (sackd only)"
+            conditions = set_condition(conditions, FIELDS_SUPPORTED, "False", "NotBuilt", why, generation)
+        else:
+            every = "every field set is reconciled"
+            conditions = set_condition(conditions, FIELDS_SUPPORTED, "True", "AllSupported", every, generation)
         body: Obj = {"conditions": conditions}
         try:
             body["selector"] = ",".join(
