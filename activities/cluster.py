@@ -179,6 +179,7 @@ class ClusterActivities:
             restarts=int(status.get("restartCount") or 0),
             last_exit_at=_time(ended.get("finishedAt")),
             last_error=str(ended.get("message") or ended.get("reason") or "")[:2000],
+            last_exit_code=int(ended["exitCode"]) if ended.get("exitCode") is not None else None,
             responding=responding,
             loaded_since=float(loaded) if loaded else None,
         )

@@ -39,6 +39,9 @@ SA_NAMESPACE = SearchAttributeKey.for_keyword("SlinkyNamespace")
 SA_CONTROLLER = SearchAttributeKey.for_keyword("SlinkyController")
 SA_PHASE = SearchAttributeKey.for_keyword("SlinkyPhase")
 POLL = timedelta(seconds=1)
+PATCH_STOP_IS_NOT_REFUSAL = "stop-is-not-a-refusal"
+"""Histories from before it took the old pod's clean stop (replaced by its StatefulSet) for a refusal of the
+new config (and rolled back a good one: seen in bench/cluster.py) replay with that rule."""
 CONDITION = "ConfigValid"
 
 
@@ -152,9 +155,10 @@ class ControllerReconfigureWorkflow:
 
     async def _verify(self, inp: ReconfigureInput, applied_at: float, requested: float | None) -> str:
         deadline = workflow.now() + timedelta(seconds=inp.verify_seconds)
+        old_rule = not workflow.patched(PATCH_STOP_IS_NOT_REFUSAL)
         while True:
             state = await self._state(inp)
-            verdict = judge(inp, state, applied_at, requested)
+            verdict = judge(inp, state, applied_at, requested, stops_are_refusals=old_rule)
             if verdict != "waiting":
                 return verdict
             if workflow.now() >= deadline:

@@ -80,6 +80,8 @@ class ControllerState(_Msg):
     """When its slurmctld container last ended (``lastState.terminated.finishedAt``)."""
     last_error: str = ""
     """How it ended: the container's termination message (the log's last lines)."""
+    last_exit_code: int | None = None
+    """Its exit code: 0 or 143 (SIGTERM) is a stop, not a refusal (a pod replaced by its StatefulSet)."""
     responding: bool | None = None
     """slurmctld answers through slurmrestd (None: no RestApi to ask)."""
     loaded_since: float | None = None
@@ -107,7 +109,14 @@ class ReconfigureResult(_Msg):
 Verdict = Literal["verified", "failed", "waiting", "gone"]
 
 
-def judge(inp: ReconfigureInput, state: ControllerState, applied_at: float, requested_at: float | None) -> Verdict:
+def judge(
+    inp: ReconfigureInput,
+    state: ControllerState,
+    applied_at: float,
+    requested_at: float | None,
+    *,
+    stops_are_refusals: bool = False,
+) -> Verdict:
     """Whether slurmctld runs ``inp.hash``, has failed on it, or may still get there.
 
     Failed: its container ended after the new config was applied (a slurmctld that rejects a config exits;
@@ -117,7 +126,10 @@ def judge(inp: ReconfigureInput, state: ControllerState, applied_at: float, requ
     """
     if state.gone:
         return "gone"
-    if state.last_exit_at is not None and state.last_exit_at >= applied_at - RELOAD_SLACK_SECONDS:
+    if stops_are_refusals:  # histories recorded before a stop (0, 143) of the old pod stopped counting
+        if state.last_exit_at is not None and state.last_exit_at >= applied_at - RELOAD_SLACK_SECONDS:
+            return "failed"
+    elif _failed(inp, state, applied_at):
         return "failed"
     if inp.inplace:
         if state.loaded_since is None or not state.responding:
@@ -128,6 +140,20 @@ def judge(inp: ReconfigureInput, state: ControllerState, applied_at: float, requ
     if state.pod_exists and state.pod_hash == inp.hash and state.ready and state.responding is not False:
         return "verified"
     return "waiting"
+
+
+STOP_CODES = frozenset({0, 143})
+"""Exit codes of a slurmctld that was stopped (SIGTERM when its pod is replaced), not one that refused."""
+
+
+def _failed(inp: ReconfigureInput, state: ControllerState, applied_at: float) -> bool:
+    """slurmctld ended on the new config: an exit after it was applied, not a stop, and (restart mode) of the
+    new pod: the old pod's slurmctld stops cleanly while its StatefulSet replaces it."""
+    if state.last_exit_at is None or state.last_exit_at < applied_at - RELOAD_SLACK_SECONDS:
+        return False
+    if state.last_exit_code is not None and state.last_exit_code in STOP_CODES:
+        return False
+    return inp.inplace or state.pod_hash == inp.hash
 
 
 def rejection_message(inp: ReconfigureInput, error: str) -> str:

@@ -219,3 +219,27 @@ def test_models_are_frozen_and_round_trip() -> None:
     assert ReconfigureInput.model_validate_json(i.model_dump_json()) == i
     previous = i.model_copy(update={"hash": i.previous_hash, "files": i.previous_files})
     assert (previous.hash, previous.files, previous.inplace) == (OLD, i.previous_files, True)
+
+
+@pytest.mark.parametrize(
+    ("fields", "verdict"),
+    [
+        ({"pod_hash": OLD, "ready": False, "last_exit_code": 0}, "waiting"),
+        ({"pod_hash": OLD, "ready": False, "last_exit_code": 143}, "waiting"),
+        ({"pod_hash": OLD, "ready": False, "last_exit_code": 1}, "waiting"),
+        ({"pod_hash": NEW, "ready": False, "last_exit_code": 1}, "failed"),
+        ({"pod_hash": NEW, "ready": False, "last_exit_code": None}, "failed"),
+        ({"pod_hash": NEW, "ready": True, "last_exit_code": 0}, "verified"),
+    ],
+)
+def test_the_old_pods_stop_is_not_a_refusal_of_the_new_config(fields: dict[str, Any], verdict: str) -> None:
+    """Restart mode: while its StatefulSet replaces it, the old pod's slurmctld stops cleanly after the apply
+    (bench/cluster.py saw a good config rolled back for it). Only the new pod's failing exit counts."""
+    state = pod(last_exit_at=APPLIED + 3, **fields)
+    assert judge(inp(False), state, APPLIED, None) == verdict
+
+
+def test_histories_from_before_keep_the_old_rule() -> None:
+    state = pod(pod_hash=OLD, ready=False, last_exit_at=APPLIED + 3, last_exit_code=0)
+    assert judge(inp(False), state, APPLIED, None, stops_are_refusals=True) == "failed"
+    assert judge(inp(True), pod(last_exit_at=APPLIED + 3, last_exit_code=143), APPLIED, REQUESTED) == "waiting"
