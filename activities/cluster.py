@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import shutil
@@ -35,6 +36,7 @@ from slinky.operator.models import ControllerKey
 from slinky.operator.reconfigure import (
     ANNOTATION_RECONFIGURED_AT,
     ANNOTATION_REJECTED,
+    ANNOTATION_VERIFIED,
     ANNOTATION_WORKFLOW,
     ConditionInput,
     ConfigCheck,
@@ -193,6 +195,12 @@ class ClusterActivities:
 
     @activity.defn(name="set_controller_condition")
     async def set_controller_condition(self, inp: ConditionInput) -> None:
+        if inp.verified_hash:
+            with contextlib.suppress(KubeNotFound):
+                await self.kube.patch(
+                    f"/api/v1/namespaces/{inp.namespace}/configmaps/{inp.name}-config",
+                    {"metadata": {"annotations": {ANNOTATION_VERIFIED: inp.verified_hash}}},
+                )
         try:
             raw = await self._controller(inp.namespace, inp.name)
         except KubeNotFound:

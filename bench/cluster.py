@@ -5,27 +5,32 @@ The run makes a Kubernetes namespace of its own and runs its own operator (``pyt
 to that namespace, its own task queue), and measures:
 
 1. **apply -> first job RUNNING.** ``kubectl apply`` of two key Secrets, a Controller, a RestApi and a NodeSet of
-   one replica; as soon as ``scontrol ping`` inside pod ``slurm-controller-0`` says UP, ``sbatch -N1 --wrap
-   "sleep 1"`` from inside it, then ``scontrol show job`` from inside until the job runs. **By hand**, the
-   baseline: the ConfigMap ``slurm-config`` the operator rendered, the same keys, the same daemon arguments, the
-   same chroot and volume layout as the pods, but no Kubernetes and no operator: slurmctld, then (once it answers)
-   one ``slurmd -Z``, each in a network namespace of its own (``slinky-bench-<run>-ctld`` and ``-node``, joined by
-   a veth pair, 198.18.0.0/24), the same submit and the same poll.
-2. **config change -> new config running.** ``extraConf`` patched with a new ``MaxJobCount`` each time, until
-   the Controller's ``ConfigValid`` is ``Applied`` naming the new hash and ``scontrol show config`` inside the
-   (new) slurmctld pod shows the value; with the default restart mode (a new pod), then with
-   ``spec.inplaceReconfigure: true`` (``scontrol reconfigure`` through slurmrestd, no new pod). The
-   ControllerReconfigure workflow's end (``applied``, verified) is reported too. By hand: the new slurm.conf
-   written, slurmctld restarted (SIGTERM, started again) or ``scontrol reconfigure``, until ``scontrol show
-   config`` shows the value.
-3. **controller pod deleted -> slurmrestd answers again.** Pod ``slurm-controller-0`` deleted; from the moment
-   its slurmctld process is gone, ``GET /slurm/v0.0.44/ping/`` through the RestApi's pod address (Endpoints of
+   one replica (in that order, as tests/integration/test_managed_cluster.py); as soon as ``scontrol ping`` inside
+   pod ``slurm-controller-0`` says UP, ``sbatch -N1 --wrap "sleep 1"`` (output to /dev/null) from inside it, then
+   ``scontrol show job`` from inside until the job runs. The pods' milestones are reported too. **By hand**, the
+   baseline: the ConfigMap ``slurm-config`` the operator rendered, the same keys, the same daemon arguments, user,
+   chroot and volume layout as the pods, but no Kubernetes and no operator: slurmctld, then (once it answers) one
+   ``slurmd -Z``, each in a network namespace of its own (``slinky-bench-<run>-ctld`` and ``-node``, joined by a
+   veth pair, 198.18.0.0/24), the same submit and the same poll.
+2. **config change -> new config running.** ``extraConf`` patched with a new ``MaxJobCount`` each time, until the
+   Controller's ``ConfigValid`` is ``Applied`` naming the new hash and ``scontrol show config`` inside the (new)
+   slurmctld pod shows the value; with the default restart mode (a new pod), then with ``spec.inplaceReconfigure:
+   true`` (``scontrol reconfigure`` through slurmrestd, no new pod). The ControllerReconfigure workflow's end is
+   reported apart: ``applied`` (verified; its time is reported too) or ``rolled-back`` (counted, not timed). By
+   hand: the new slurm.conf written, then slurmctld restarted (SIGTERM, started again) or ``scontrol
+   reconfigure``, until ``scontrol show config`` shows the value.
+3. **controller pod deleted -> slurmrestd answers again.** Pod ``slurm-controller-0`` deleted; once its slurmctld
+   process is gone, ``GET /slurm/v0.0.44/ping/`` through the RestApi's pod address (Endpoints of
    ``slurm-restapi``, a JWT minted from the Controller's key) until ``responding: true``. By hand: SIGTERM to
    slurmctld, started again on the same state directory, until ``scontrol ping`` inside says UP.
 
+Commands inside a slurmctld (the pod's or ours) run as ``slinky dev exec`` runs them (nsenter + chroot), once its
+process is slurmctld; a command that may hang (a name that does not resolve yet, a slurmctld that is not there) is
+started again every 0.1 s, several at once, so that one hanging never hides the next that would answer.
+
 Everything it started is stopped at the end, also on an error, Ctrl-C or SIGTERM: its daemons by PID, its network
-namespaces, its custom resources (Controller first, so no reconfigure starts), the operator by PID, workflows of
-the run's namespace still running, the namespace. Usage::
+namespaces (and mount points it made in the rootfs), its custom resources (the NodeSet scaled to 0 first, then the
+Controller), the operator by PID, workflows of the run's namespace still running, the namespace. Usage::
 
     .venv/bin/python -m bench.cluster                         # 10 config changes per mode, 5 pod deletions
     .venv/bin/python -m bench.cluster --quick --json out.json # 2 and 1: a smoke run
@@ -37,6 +42,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -44,14 +50,13 @@ import re
 import secrets
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +91,13 @@ JOB = ["sbatch", "--parsable", "-N1", "-o", "/dev/null", "--wrap", "sleep 1"]
 RAN = frozenset({"RUNNING", "COMPLETING", "COMPLETED"})
 ENDED_BADLY = frozenset({"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE"})
 POLL = 0.05
-"""Seconds between two polls of anything (each `scontrol` inside a pod takes ~20-50 ms more)."""
+"""Seconds between two polls (each ``scontrol`` inside a pod takes ~20-50 ms more)."""
+RACE_PARALLEL = 8
+"""Slurm commands that may hang (``race``) at once."""
+BY_HAND_PAUSE = 1.0
+"""Seconds between two by-hand rounds (not timed): slurmctld stopped right after it started waits up to 3 s for
+the RPC threads it had just begun (``agent_fini: left 3 agent threads active``); the operator's rounds are seconds
+apart anyway."""
 
 NETNS_PREFIX = "slinky-bench-"
 """The by-hand daemons' network namespaces: ``slinky-bench-<run>-ctld`` and ``-node`` (the agent's are
@@ -145,13 +156,15 @@ async def run_argv(argv: Sequence[str], timeout: float) -> Ran | None:
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except (TimeoutError, asyncio.CancelledError):
+    except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()
-        if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
-            raise
         return None
+    except asyncio.CancelledError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        raise
     return Ran(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
@@ -163,6 +176,14 @@ def inside_argv(root: Path, pid: int, command: Sequence[str]) -> list[str]:
         *("chroot", str(root), "/usr/bin/env", "-i", slurmd_runtime.CHROOT_PATH, "HOME=/root", "TERM=dumb"),
         *command,
     ]
+
+
+def is_daemon(pid: int, name: str) -> bool:
+    """Whether process ``pid`` has become ``name`` (it starts as ``ip netns exec``, then its mount script)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == name[:15]
+    except OSError:
+        return False
 
 
 Inside = Callable[[Sequence[str], float], Awaitable[Ran | None]]
@@ -191,20 +212,55 @@ async def until(predicate: Callable[[], Awaitable[Any]], timeout: float, what: s
         await asyncio.sleep(interval)
 
 
+async def race(attempt: Callable[[], Coroutine[Any, Any, bool]], timeout: float, what: str, every: float = 0.1) -> None:
+    """Start ``attempt`` every ``every`` seconds, several at once, until one returns True: a Slurm command may
+    hang for seconds (``getaddrinfo`` retries while the controller's Service has no address yet, a connect to a
+    slurmctld that is not there), and one that hangs must not hide the next one that would succeed."""
+    deadline = time.monotonic() + timeout
+    running: set[asyncio.Task[bool]] = set()
+    next_start = time.monotonic()
+    try:
+        while True:
+            now = time.monotonic()
+            if now > deadline:
+                raise TimeoutError(f"{what}: not within {timeout:.0f} s")
+            if now >= next_start and len(running) < RACE_PARALLEL:
+                running.add(asyncio.create_task(attempt()))
+                next_start = now + every
+            wait = every if len(running) >= RACE_PARALLEL else max(0.0, next_start - time.monotonic())
+            if not running:
+                await asyncio.sleep(wait)
+                continue
+            done, pending = await asyncio.wait(running, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+            running = set(pending)
+            if any(task.result() for task in done):
+                return
+    finally:
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+
+async def pings(inside: Inside) -> bool:
+    ran = await inside(["scontrol", "ping"], 10)
+    return ran is not None and ran.code == 0 and " is UP" in ran.out
+
+
+async def shows(inside: Inside, key: str, value: str) -> bool:
+    ran = await inside(["scontrol", "show", "config"], 10)
+    return ran is not None and config_value(ran.out, key) == value
+
+
 async def first_job(inside: Inside, started: float, on_answer: Callable[[], Awaitable[None]] | None = None) -> Obj:
     """slurmctld answers (``scontrol ping`` UP) -> ``sbatch`` accepted -> the job RUNNING, seconds from
     ``started``; ``on_answer`` runs once slurmctld answers, before the submit."""
-
-    async def answers() -> bool:
-        ran = await inside(["scontrol", "ping"], 3)
-        return ran is not None and ran.code == 0 and " is UP" in ran.out
 
     async def submit() -> str | None:
         ran = await inside(JOB, 15)
         job = ran.out.strip().split(";")[0] if ran is not None and ran.code == 0 else ""
         return job if job.isdigit() else None
 
-    await until(answers, 300, "slurmctld answers")
+    await race(lambda: pings(inside), 300, "slurmctld answers")
     answered = time.monotonic()
     if on_answer is not None:
         await on_answer()
@@ -282,6 +338,8 @@ class ByHand:
         self.ctld: Daemon | None = None
         self.node: Daemon | None = None
         self.conf_dir: Path | None = None
+        self.base_conf = ""
+        """slurm.conf as the operator rendered it (the by-hand config changes append to this)."""
 
     # ------------------------------------------------------------------------------- set-up
     def _ids(self, user: str) -> tuple[int, int]:
@@ -362,6 +420,7 @@ class ByHand:
             f"127.0.0.1 localhost\n{CTLD_ADDRESS} {' '.join(controller_names)}\n{NODE_ADDRESS} {' '.join(node_names)}\n"
         )
         slurm = self._ids("slurm")
+        self.base_conf = files["slurm.conf"]
         self.conf_dir = self._files(
             self.work / "ctld-etc", {**files, **keys}, slurm, volume_mode(ctld, "slurm-etc", 0o644)
         )
@@ -382,8 +441,24 @@ class ByHand:
             self._ip("netns", "add", name)
             self.made_netns.append(name)
         ctld_if, node_if = f"slkb{self.run}c", f"slkb{self.run}n"
-        self._ip("link", "add", ctld_if, "netns", self.ctld_netns, "type", "veth", "peer", "name", node_if, "netns", self.node_netns)
-        for netns, ifname, address in ((self.ctld_netns, ctld_if, CTLD_ADDRESS), (self.node_netns, node_if, NODE_ADDRESS)):
+        self._ip(
+            "link",
+            "add",
+            ctld_if,
+            "netns",
+            self.ctld_netns,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            node_if,
+            "netns",
+            self.node_netns,
+        )
+        for netns, ifname, address in (
+            (self.ctld_netns, ctld_if, CTLD_ADDRESS),
+            (self.node_netns, node_if, NODE_ADDRESS),
+        ):
             self._ip("-n", netns, "link", "set", ifname, "name", "eth0")
             self._ip("-n", netns, "addr", "add", f"{address}/{BENCH_PREFIX_LEN}", "dev", "eth0")
             self._ip("-n", netns, "link", "set", "eth0", "up")
@@ -440,10 +515,6 @@ class ByHand:
         path.write_text(text)  # in place: the bind mount keeps the inode
         os.chown(path, *self.ctld.owner)
         os.chmod(path, mode)
-
-    def slurm_conf(self) -> str:
-        assert self.conf_dir is not None
-        return (self.conf_dir / "slurm.conf").read_text()
 
     # ------------------------------------------------------------------------------- cleanup
     def cleanup(self) -> Obj:
@@ -561,17 +632,17 @@ def other_operators(own: int | None, namespace: str) -> list[int]:
 class Bench:
     def __init__(self, env: dict[str, str], args: argparse.Namespace) -> None:
         self.env, self.args = env, args
-        self.run = uuid.uuid4().hex[:5]
-        self.namespace = f"bench-cl-{self.run}"
-        self.task_queue = f"bench-cluster-{self.run}"
+        self.run_id = uuid.uuid4().hex[:5]
+        self.namespace = f"bench-cl-{self.run_id}"
+        self.task_queue = f"bench-cluster-{self.run_id}"
         self.kube = KubeClient.from_kubeconfig(env["KUBECONFIG"])
         self.slurm_key = secrets.token_hex(32)
         self.jwt_key = secrets.token_hex(32)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f"bench-cluster-{self.run}-"))
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"bench-cluster-{self.run_id}-"))
         self.log_dir = stack.STATE / "logs" / "bench-cluster"
-        self.operator_log = self.log_dir / f"{self.run}-operator.log"
+        self.operator_log = self.log_dir / f"{self.run_id}-operator.log"
         self.root = stack.slurm_root()
-        self.hand = ByHand(self.run, self.root, self.tmp / "by-hand", self.log_dir)
+        self.hand = ByHand(self.run_id, self.root, self.tmp / "by-hand", self.log_dir)
         self.proc: subprocess.Popen[bytes] | None = None
         self.made_namespace = False
         self.temporal: Any = None
@@ -579,7 +650,7 @@ class Bench:
     # ------------------------------------------------------------------------------- kube paths
     def path(self, plural: str, name: str = "") -> str:
         core = plural in ("pods", "configmaps", "endpoints", "secrets")
-        prefix = "/api/v1" if core else API
+        prefix = "/api/v1" if core else "/apis/apps/v1" if plural == "statefulsets" else API
         return f"{prefix}/namespaces/{self.namespace}/{plural}" + (f"/{name}" if name else "")
 
     async def get(self, plural: str, name: str) -> Obj | None:
@@ -694,19 +765,24 @@ class Bench:
             stderr=subprocess.PIPE,
             env={**os.environ, "KUBECONFIG": self.env["KUBECONFIG"]},
         )
-        out, err = await asyncio.wait_for(proc.communicate(yaml.safe_dump_all(objects).encode()), 60)
+        _, err = await asyncio.wait_for(proc.communicate(yaml.safe_dump_all(objects).encode()), 60)
         if proc.returncode != 0:
             raise RuntimeError(f"kubectl apply: {err.decode()}")
 
     # ------------------------------------------------------------------------------- inside the pods
     async def in_pod(self, command: Sequence[str], timeout: float) -> Ran | None:
-        """``slinky dev exec -n NS slurm-controller-0 -- CMD`` without the CLI's own start-up."""
-        argv = slurmd_runtime.exec_argv(stack.slurmd_pods_dir(), self.root, self.namespace, CTLD_POD, list(command))
-        return None if argv is None else await run_argv(argv, timeout)
+        """``slinky dev exec -n NS slurm-controller-0 -- CMD`` (the same argv, ``slurmd_runtime.exec_argv``), without
+        the CLI's own start-up; None until the pod's process is slurmctld (before, its mounts may not be there)."""
+        record = self.ctld_record()
+        if record is None or not is_daemon(record.pid, "slurmctld"):
+            return None
+        return await run_argv(inside_argv(self.root, record.pid, command), timeout)
 
     async def in_hand(self, command: Sequence[str], timeout: float) -> Ran | None:
         pid = self.hand.ctld_pid()
-        return None if pid is None else await run_argv(inside_argv(self.root, pid, command), timeout)
+        if pid is None or not is_daemon(pid, "slurmctld"):
+            return None
+        return await run_argv(inside_argv(self.root, pid, command), timeout)
 
     def ctld_record(self) -> slurmd_runtime.PodProcess | None:
         pods, _ = slurmd_runtime.read_state(stack.slurmd_pods_dir())
@@ -714,35 +790,51 @@ class Bench:
             (p for p in pods.values() if (p.namespace, p.name) == (self.namespace, CTLD_POD) and p.alive()), None
         )
 
-    async def shows(self, inside: Inside, key: str, value: str) -> bool:
-        ran = await inside(["scontrol", "show", "config"], 5)
-        return ran is not None and config_value(ran.out, key) == value
+    async def steady(self) -> None:
+        """The operator has reconciled the Controller's last change, the StatefulSet's rollout is done, and
+        slurmctld's pod is Ready and answers."""
 
-    async def pings(self, inside: Inside) -> bool:
-        ran = await inside(["scontrol", "ping"], 3)
-        return ran is not None and ran.code == 0 and " is UP" in ran.out
+        async def reconciled() -> bool:
+            """Ready is written by every reconcile (ConfigValid not always: a reconfigure workflow owns it, and a
+            rejected config leaves it alone)."""
+            self.operator_alive()
+            obj = await self.get("controllers", CONTROLLER) or {}
+            generation = int(obj.get("metadata", {}).get("generation") or 0)
+            return int(condition(obj, "Ready").get("observedGeneration") or -1) >= generation
 
-    async def steady(self, inplace: bool | None = None) -> None:
-        """slurmctld's pod Ready (made from a template without the config hash, with ``inplace``) and answering."""
+        async def rolled_out() -> bool:
+            sts = await self.get("statefulsets", f"{CONTROLLER}-controller")
+            status = (sts or {}).get("status") or {}
+            return (
+                sts is not None
+                and int(status.get("observedGeneration") or 0) >= int(sts["metadata"].get("generation") or 0)
+                and status.get("currentRevision") == status.get("updateRevision")
+                and int(status.get("readyReplicas") or 0) >= 1
+            )
 
         async def ready() -> bool:
-            self.operator_alive()
             pod = await self.get("pods", CTLD_POD)
-            if pod is None or pod["metadata"].get("deletionTimestamp") or not pod_ready(pod):
-                return False
-            hashed = ANNOTATION_SLURM_CONFIG_HASH in (pod["metadata"].get("annotations") or {})
-            return inplace is None or hashed != inplace
+            return pod is not None and not pod["metadata"].get("deletionTimestamp") and pod_ready(pod)
 
+        await until(reconciled, 120, "the operator reconciled the Controller", 0.1)
+        await until(rolled_out, 240, "the slurmctld StatefulSet rolled out", 0.1)
         await until(ready, 240, "slurmctld pod Ready", 0.1)
-        await until(lambda: self.pings(self.in_pod), 120, "slurmctld answers")
+        await race(lambda: pings(self.in_pod), 120, "slurmctld answers")
 
     # ------------------------------------------------------------------------------- 1. apply -> job
     async def apply_to_job(self) -> Obj:
+        seen: dict[str, float] = {}
         async with PodWatch(self.kube, self.namespace) as pods:
             started = time.monotonic()
             await self.kubectl_apply(self.manifests())
             applied = time.monotonic()
-            result = await first_job(self.in_pod, started)
+            observers = [asyncio.create_task(self.observe_nodeset(seen)), asyncio.create_task(self.observe_rest(seen))]
+            try:
+                result = await first_job(self.in_pod, started)
+            finally:
+                for task in observers:
+                    task.cancel()
+                await asyncio.gather(*observers, return_exceptions=True)
             ctld = pods.named(CTLD_POD, started)
             node = pods.named(NODE_POD, started)
             rest = [s for s in pods.pods.values() if s.name.startswith(RESTAPI_SERVICE) and s.created >= started]
@@ -757,11 +849,36 @@ class Bench:
                 "first_slurmctld_pod_s": at(ctld[0].created) if ctld else None,
                 "slurmctld_pod_ready_s": at(ctld[-1].ready) if ctld else None,
                 "slurmrestd_pod_ready_s": at(rest[0].ready) if rest else None,
+                "slurmrestd_ping_responding_s": at(seen.get("rest")),
+                "nodeset_controller_ready_s": at(seen.get("nodeset")),
                 "slurmd_pod_created_s": at(node[0].created) if node else None,
                 "slurmd_pod_ready_s": at(node[0].ready) if node else None,
             }
         )
         return result
+
+    async def observe_nodeset(self, seen: dict[str, float]) -> None:
+        """When the NodeSet's ControllerReady first turns True (the operator reached slurmrestd; its pods come
+        after that)."""
+        while True:
+            obj = await self.get("nodesets", NODESET)
+            if condition(obj or {}, "ControllerReady").get("status") == "True":
+                seen["nodeset"] = time.monotonic()
+                return
+            await asyncio.sleep(0.1)
+
+    async def observe_rest(self, seen: dict[str, float]) -> None:
+        """When slurmrestd first says slurmctld responds (``GET ping`` through the RestApi's pod address)."""
+        while True:
+            with contextlib.suppress(KubeError, httpx.HTTPError, KeyError, IndexError, TypeError):
+                rest = await self.restapi()
+                try:
+                    await race(functools.partial(self.responding, rest), 300, "slurmrestd ping responding")
+                    seen["rest"] = time.monotonic()
+                    return
+                finally:
+                    await rest.aclose()
+            await asyncio.sleep(0.1)
 
     async def by_hand_to_job(self) -> Obj:
         config = await self.get("configmaps", CONFIG_MAP)
@@ -784,79 +901,87 @@ class Bench:
     # ------------------------------------------------------------------------------- 2. config change
     async def config_change(self, value: int, pods: PodWatch) -> Obj:
         """Patch extraConf to ``MaxJobCount=value``: -> ConfigValid Applied naming the new hash, and ``scontrol show
-        config`` in the slurmctld pod showing it; the workflow's verified end apart."""
+        config`` in the slurmctld pod showing it. The ControllerReconfigure workflow's end apart: ``applied`` (it
+        verified slurmctld runs it), or ``rolled-back`` (then the round has no total)."""
         line = f"MaxJobCount={value}"
         before = self.ctld_record()
         started = time.monotonic()
         await self.kube.patch(self.path("controllers", CONTROLLER), {"spec": {"extraConf": f"{EXTRA_CONF}\n{line}"}})
         times: dict[str, float] = {}
-        new_hash: list[str] = []
 
-        async def written() -> bool:
+        async def written() -> str | None:
             cm = await self.get("configmaps", CONFIG_MAP)
             if cm is None or line not in (cm.get("data") or {}).get("slurm.conf", "").splitlines():
-                return False
-            new_hash.append(str((cm["metadata"].get("annotations") or {}).get(ANNOTATION_SLURM_CONFIG_HASH)))
-            return True
+                return None
+            return str((cm["metadata"].get("annotations") or {}).get(ANNOTATION_SLURM_CONFIG_HASH))
+
+        new_hash: str = await until(written, 240, f"ConfigMap with {line}")
+        times["configmap_written"] = time.monotonic()
 
         async def applied() -> bool:
             self.operator_alive()
             cond = condition(await self.get("controllers", CONTROLLER) or {}, "ConfigValid")
-            if cond.get("status") == "False":
-                raise RuntimeError(f"{line}: ConfigValid False: {cond.get('reason')}: {cond.get('message')}")
-            return bool(new_hash) and cond.get("reason") == "Applied" and new_hash[0] in str(cond.get("message"))
+            return cond.get("reason") == "Applied" and new_hash in str(cond.get("message"))
 
         async def condition_side() -> None:
-            await until(written, 240, f"ConfigMap with {line}")
-            times["configmap_written"] = time.monotonic()
-            await until(applied, 240, f"ConfigValid Applied for {line}")
+            await until(applied, 300, f"ConfigValid Applied for {line}")
             times["config_valid_applied"] = time.monotonic()
-            handle = self.temporal.get_workflow_handle(reconfigure_workflow_id(self.namespace, CONTROLLER, new_hash[0]))
-            outcome = await asyncio.wait_for(handle.result(), 240)
-            times["workflow_applied"] = time.monotonic()
-            if (outcome or {}).get("outcome") != "applied":
-                raise RuntimeError(f"{line}: reconfigure workflow ended {outcome}")
 
         async def slurm_side() -> None:
-            await until(lambda: self.shows(self.in_pod, "MaxJobCount", str(value)), 240, f"slurmctld runs {line}")
+            await race(lambda: shows(self.in_pod, "MaxJobCount", str(value)), 300, f"slurmctld runs {line}")
             times["slurmctld_runs_it"] = time.monotonic()
 
-        await asyncio.gather(condition_side(), slurm_side())
+        sides = [asyncio.create_task(condition_side()), asyncio.create_task(slurm_side())]
+        try:
+            handle = self.temporal.get_workflow_handle(reconfigure_workflow_id(self.namespace, CONTROLLER, new_hash))
+            result = await asyncio.wait_for(handle.result(), 300) or {}
+            times["workflow_done"] = time.monotonic()
+            outcome = str(result.get("outcome"))
+            if outcome == "applied":
+                await asyncio.wait_for(asyncio.gather(*sides), 300)
+        finally:
+            for task in sides:
+                task.cancel()
+            await asyncio.gather(*sides, return_exceptions=True)
         after = self.ctld_record()
-        out: Obj = {k + "_s": round(v - started, 3) for k, v in sorted(times.items())}
-        out["total_s"] = round(max(times["config_valid_applied"], times["slurmctld_runs_it"]) - started, 3)
+        out: Obj = {"outcome": outcome, "value": value, "hash": new_hash}
+        out.update({k + "_s": round(v - started, 3) for k, v in sorted(times.items())})
+        if outcome == "applied":
+            out["total_s"] = round(max(times["config_valid_applied"], times["slurmctld_runs_it"]) - started, 3)
+        else:
+            out["message"] = result.get("message")
         out["new_pods"] = len(pods.named(CTLD_POD, started))
         out["same_process"] = bool(before and after and (before.pid, before.starttime) == (after.pid, after.starttime))
-        out["value"], out["hash"] = value, new_hash[0]
         return out
 
     async def config_changes(self, inplace: bool, base: int) -> Obj:
         toggled: Obj = {}
-        if inplace:
-            started = time.monotonic()
-            await self.kube.patch(self.path("controllers", CONTROLLER), {"spec": {"inplaceReconfigure": True}})
-            await self.steady(inplace=True)  # the template loses the config hash: one new pod, not measured
-            toggled["inplace_toggle_new_pod_s"] = round(time.monotonic() - started, 3)
-        else:
-            await self.steady()
-        rounds = []
         async with PodWatch(self.kube, self.namespace) as pods:
+            if inplace:  # not measured: whatever the switch itself does to the pod is over before the first patch
+                started = time.monotonic()
+                await self.kube.patch(self.path("controllers", CONTROLLER), {"spec": {"inplaceReconfigure": True}})
+                await self.steady()
+                toggled["inplace_switch_s"] = round(time.monotonic() - started, 3)
+                toggled["inplace_switch_new_pods"] = len(pods.named(CTLD_POD, started))
+            else:
+                await self.steady()
+            rounds = []
             for i in range(self.args.changes):
                 rounds.append(await self.config_change(base + i, pods))
                 log(f"  {'in place' if inplace else 'restart'} {i + 1}/{self.args.changes}: {rounds[-1]}")
-                await self.steady(inplace=inplace)
+                await self.steady()
         return {**toggled, "rounds": rounds}
 
     async def by_hand_config_changes(self, inplace: bool, base: int) -> list[Obj]:
         """The new slurm.conf written (MaxJobCount appended, as the operator renders extraConf), then ``scontrol
         reconfigure`` (in place) or SIGTERM and a new slurmctld, until ``scontrol show config`` shows it."""
-        original = self.hand.slurm_conf()
         rounds = []
         for i in range(self.args.changes):
             value = base + i
-            await until(lambda: self.pings(self.in_hand), 60, "by-hand slurmctld answers")
+            await asyncio.sleep(BY_HAND_PAUSE)
+            await race(lambda: pings(self.in_hand), 60, "by-hand slurmctld answers")
             started = time.monotonic()
-            text = original.rstrip("\n") + f"\nMaxJobCount={value}\n"
+            text = self.hand.base_conf.rstrip("\n") + f"\nMaxJobCount={value}\n"
             await asyncio.to_thread(self.hand.write_slurm_conf, text)
             if inplace:
                 ran = await self.in_hand(["scontrol", "reconfigure"], 30)
@@ -865,7 +990,11 @@ class Bench:
             else:
                 await asyncio.to_thread(self.hand.stop, self.hand.ctld)
                 await asyncio.to_thread(self.hand.start_ctld)
-            await until(lambda v=value: self.shows(self.in_hand, "MaxJobCount", str(v)), 120, "by-hand new config")  # type: ignore[misc]
+
+            async def runs(v: str = str(value)) -> bool:
+                return await shows(self.in_hand, "MaxJobCount", v)
+
+            await race(runs, 120, "by hand: the new config runs")
             rounds.append({"total_s": round(time.monotonic() - started, 3), "value": value})
         return rounds
 
@@ -890,7 +1019,7 @@ class Bench:
 
     async def delete_controller_pod(self, rest: httpx.AsyncClient, pods: PodWatch) -> Obj:
         await self.steady()
-        await until(lambda: self.responding(rest), 120, "slurmrestd ping responding before the delete")
+        await race(lambda: self.responding(rest), 120, "slurmrestd ping responding before the delete")
         record = self.ctld_record()
         if record is None:
             raise RuntimeError("no slurmctld process for the pod")
@@ -902,7 +1031,7 @@ class Bench:
 
         await until(gone, 120, "the old slurmctld process gone", 0.01)
         gone_at = time.monotonic()
-        await until(lambda: self.responding(rest), 300, "slurmrestd ping responding again")
+        await race(lambda: self.responding(rest), 300, "slurmrestd ping responding again")
         back = time.monotonic()
         new = pods.named(CTLD_POD, started)
         return {
@@ -913,12 +1042,13 @@ class Bench:
         }
 
     async def by_hand_restart(self) -> Obj:
-        await until(lambda: self.pings(self.in_hand), 60, "by-hand slurmctld answers")
+        await asyncio.sleep(BY_HAND_PAUSE)
+        await race(lambda: pings(self.in_hand), 60, "by-hand slurmctld answers")
         started = time.monotonic()
         await asyncio.to_thread(self.hand.stop, self.hand.ctld)
         stopped = time.monotonic()
         await asyncio.to_thread(self.hand.start_ctld)
-        await until(lambda: self.pings(self.in_hand), 120, "by-hand slurmctld answers again")
+        await race(lambda: pings(self.in_hand), 120, "by-hand slurmctld answers again")
         return {"total_s": round(time.monotonic() - started, 3), "stopped_s": round(stopped - started, 3)}
 
     # ------------------------------------------------------------------------------- cleanup
@@ -926,26 +1056,10 @@ class Bench:
         left: Obj = {}
         try:
             left["by_hand"] = await asyncio.to_thread(self.hand.cleanup)
-        except Exception as err:  # noqa: BLE001 (the rest is cleaned up all the same)
+        except Exception as err:  # the rest is cleaned up all the same
             left["by_hand"] = f"failed: {err}"
         if self.made_namespace:
-            # The Controller first: without it no NodeSet or RestApi change re-renders slurm.conf (a reconfigure).
-            for plural, name in (("controllers", CONTROLLER), ("nodesets", NODESET), ("restapis", CONTROLLER)):
-                with contextlib.suppress(KubeError, httpx.HTTPError):
-                    await self.kube.delete(self.path(plural, name))
-            with contextlib.suppress(KubeError, httpx.HTTPError):
-                await self.kube.delete(self.path("restapis", "bench-probe"))
-            deadline = time.monotonic() + 60
-            items: list[Obj] = []
-            while time.monotonic() < deadline:
-                try:
-                    items = (await self.kube.get(self.path("pods")))["items"]
-                except (KubeError, httpx.HTTPError):
-                    items = []
-                if not items:
-                    break
-                await asyncio.sleep(0.2)
-            left["pods_left_after_60s"] = len(items)
+            left["pods_left_after_60s"] = await self.delete_resources()
         if self.proc is not None:
             self.proc.terminate()
             try:
@@ -956,26 +1070,64 @@ class Bench:
         if self.temporal is not None:
             try:
                 left["workflows_terminated"] = await self.terminate_workflows()
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:
                 left["workflows_terminated"] = f"failed: {err}"
-        if self.made_namespace:
-            with contextlib.suppress(KubeNotFound):
-                await self.kube.delete(f"/api/v1/namespaces/{self.namespace}")
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                try:
-                    await self.kube.get(f"/api/v1/namespaces/{self.namespace}")
-                except KubeNotFound:
-                    break
-                except (KubeError, httpx.HTTPError):
-                    pass
-                await asyncio.sleep(0.5)
-            else:
-                left["namespace"] = "terminating"
+        if self.made_namespace and not await self.delete_namespace():
+            left["namespace"] = "terminating"
         shutil.rmtree(self.tmp, ignore_errors=True)
-        left["bench_netns_left"] = [n for n in bench_namespaces() if n.startswith(f"{NETNS_PREFIX}{self.run}-")]
+        # The node agent made the slurmctld pods' save-state mount point in the shared rootfs; empty now.
+        with contextlib.suppress(OSError):
+            (self.root / "var" / "spool" / "slurmctld" / f"{self.namespace}_{CONTROLLER}").rmdir()
+        left["bench_netns_left"] = [n for n in bench_namespaces() if n.startswith(f"{NETNS_PREFIX}{self.run_id}-")]
         await self.kube.aclose()
         return left
+
+    async def delete_resources(self) -> int:
+        """The NodeSet scaled to 0 first (its pod's preStop drains the node on a slurmctld still there; the
+        NodeSet stays in slurm.conf, so no reconfigure starts), then the custom resources, the Controller first;
+        wait for their pods to go. The pods left after 60 s."""
+
+        async def pods(name: str | None = None) -> list[Obj]:
+            try:
+                items: list[Obj] = (await self.kube.get(self.path("pods")))["items"]
+            except (KubeError, httpx.HTTPError):
+                return []
+            return [p for p in items if name is None or p["metadata"]["name"] == name]
+
+        with contextlib.suppress(KubeError, httpx.HTTPError):
+            await self.kube.patch(self.path("nodesets", NODESET), {"spec": {"replicas": 0}})
+            with contextlib.suppress(TimeoutError):
+                await until(lambda: self._none(pods(NODE_POD)), 60, "the slurmd pod gone", 0.2)
+        for plural, name in (
+            ("controllers", CONTROLLER),
+            ("nodesets", NODESET),
+            ("restapis", CONTROLLER),
+            ("restapis", "bench-probe"),
+        ):
+            with contextlib.suppress(KubeError, httpx.HTTPError):
+                await self.kube.delete(self.path(plural, name))
+        with contextlib.suppress(TimeoutError):
+            await until(lambda: self._none(pods()), 60, "every pod gone", 0.2)
+        return len(await pods())
+
+    @staticmethod
+    async def _none(items: Awaitable[list[Obj]]) -> bool:
+        return not await items
+
+    async def delete_namespace(self, wait: float = 15.0) -> bool:
+        """Delete the run's namespace; whether it is gone within ``wait`` seconds (else it is terminating)."""
+        with contextlib.suppress(KubeNotFound):
+            await self.kube.delete(f"/api/v1/namespaces/{self.namespace}")
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                await self.kube.get(f"/api/v1/namespaces/{self.namespace}")
+            except KubeNotFound:
+                return True
+            except (KubeError, httpx.HTTPError):
+                pass
+            await asyncio.sleep(0.5)
+        return False
 
     async def terminate_workflows(self) -> int:
         """Workflows of the run's namespace still running (a reconfigure cut short): they would wait for a task
@@ -993,7 +1145,7 @@ class Bench:
         results: Obj = {
             "namespace": self.namespace,
             "task_queue": self.task_queue,
-            "run": self.run,
+            "run": self.run_id,
             "changes": args.changes,
             "deletions": args.deletions,
         }
@@ -1031,12 +1183,16 @@ class Bench:
             log("cleanup")
             results["cleanup"] = await self.cleanup()
         results["summary"] = summarise(results)
+        results["rolled_back"] = {
+            mode: sum(1 for x in results[f"reconfigure_{mode}"]["rounds"] if x.get("outcome") != "applied")
+            for mode in ("restart", "inplace")
+        }
         return results
 
 
 def summarise(r: Obj) -> Obj:
     def totals(rounds: list[Obj], key: str = "total_s") -> list[float]:
-        return [float(x[key]) for x in rounds if x.get(key) is not None]
+        return [float(x[key]) for x in rounds if x.get(key) is not None and x.get("outcome", "applied") == "applied"]
 
     out: Obj = {
         "apply_to_job_s": r["apply_to_job"]["job_running_s"],
@@ -1045,9 +1201,9 @@ def summarise(r: Obj) -> Obj:
     out["apply_to_job_vs_by_hand"] = ratio(out["apply_to_job_s"], out["by_hand_to_job_s"])
     series = {
         "reconfigure_restart": totals(r["reconfigure_restart"]["rounds"]),
-        "reconfigure_restart_workflow": totals(r["reconfigure_restart"]["rounds"], "workflow_applied_s"),
+        "reconfigure_restart_workflow": totals(r["reconfigure_restart"]["rounds"], "workflow_done_s"),
         "reconfigure_inplace": totals(r["reconfigure_inplace"]["rounds"]),
-        "reconfigure_inplace_workflow": totals(r["reconfigure_inplace"]["rounds"], "workflow_applied_s"),
+        "reconfigure_inplace_workflow": totals(r["reconfigure_inplace"]["rounds"], "workflow_done_s"),
         "by_hand_restart_conf": totals(r["by_hand_restart_conf"]),
         "by_hand_reconfigure": totals(r["by_hand_reconfigure"]),
         "controller_pod_deleted": totals(r["controller_pod_deleted"]),
@@ -1086,14 +1242,21 @@ def print_report(r: Obj) -> None:
         print(
             f"{f'2. {mode}: reconfigure workflow verified p50/p90/max':52} "
             f"{s[f'reconfigure_{mode}_workflow_p50_s']} / {s[f'reconfigure_{mode}_workflow_p90_s']} / "
-            f"{s[f'reconfigure_{mode}_workflow_max_s']}"
+            f"{s[f'reconfigure_{mode}_workflow_max_s']}; rolled back: {r['rolled_back'][mode]}"
         )
+        for i, x in enumerate(r[f"reconfigure_{mode}"]["rounds"]):
+            print(f"   {mode} {i + 1}: {x}")
+    for key in ("controller_pod_deleted", "by_hand_ctld_restart", "by_hand_restart_conf", "by_hand_reconfigure"):
+        print(f"{key}: {[x['total_s'] for x in r[key]]}")
+    for i, x in enumerate(r["controller_pod_deleted"]):
+        print(f"   deletion {i + 1}: {x}")
     a = r["apply_to_job"]
     print(
         "1. operator, seconds from apply: kubectl {kubectl_apply_s}, first slurmctld pod {first_slurmctld_pod_s}, "
         "slurmctld pods made {slurmctld_pods_made}, slurmrestd Ready {slurmrestd_pod_ready_s}, slurmctld Ready "
-        "{slurmctld_pod_ready_s}, answers {slurmctld_answers_s}, submitted {job_submitted_s}, slurmd pod "
-        "{slurmd_pod_created_s} Ready {slurmd_pod_ready_s}, job RUNNING {job_running_s}".format(**a)
+        "{slurmctld_pod_ready_s}, answers {slurmctld_answers_s}, submitted {job_submitted_s}, slurmrestd ping "
+        "responding {slurmrestd_ping_responding_s}, NodeSet ControllerReady {nodeset_controller_ready_s}, slurmd "
+        "pod {slurmd_pod_created_s} Ready {slurmd_pod_ready_s}, job RUNNING {job_running_s}".format(**a)
     )
     h = r["by_hand_to_job"]
     print(

@@ -59,7 +59,7 @@ sys.path.insert(0, str(REPO))
 
 from slinky.clients.errors import KubeError, KubeNotFound  # noqa: E402
 from slinky.clients.kube import KubeClient  # noqa: E402
-from slinky.dev import slurmd_runtime, stack  # noqa: E402
+from slinky.dev import launch, slurmd_runtime, stack  # noqa: E402
 from slinky.dev import slurmd_spec as spec  # noqa: E402
 from slinky.operator import pods as builder  # noqa: E402
 from slinky.operator import slurm_state  # noqa: E402
@@ -491,14 +491,19 @@ class Bench:
             pods.append(
                 {
                     "metadata": {"uid": uid, "namespace": self.namespace, "name": name},
-                    "spec": {"hostname": name},
+                    "spec": {"hostname": name, "containers": [container]},
                     "status": {"podIP": spec.pod_address(slot)},  # the runtime keeps a free preferred slot
                 }
             )
         async with NodePoll(self.rest, set(self.hand_names), self.args.poll_ms / 1000) as poll:
             started = time.monotonic()
             self.hand_uids = [p["metadata"]["uid"] for p in pods]
-            await asyncio.gather(*(asyncio.to_thread(self.runtime.start, p, container) for p in pods))
+            # As the agent calls it: a launch planned from the pod (no volumes; /etc/hosts names the controller).
+            extra = [(spec.BRIDGE_ADDRESS, stack.SLURM_CTL_HOST)]
+            launches = [launch.plan(p, {}, {}, [], [], extra) for p in pods]
+            await asyncio.gather(
+                *(asyncio.to_thread(self.runtime.start, p, lp) for p, lp in zip(pods, launches, strict=True))
+            )
             spawned = time.monotonic()
             await until(lambda: len(poll.idle) == len(self.hand_names), 120, "hand-started slurmd IDLE")
         result = {

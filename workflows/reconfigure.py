@@ -73,6 +73,7 @@ class ControllerReconfigureWorkflow:
             reason=reason,
             message=message,
             event="Normal" if ok else "Warning",
+            verified_hash=inp.hash if ok else "",
         )
         await workflow.execute_activity(
             "set_controller_condition", body, start_to_close_timeout=retry.CALL_TIMEOUT, retry_policy=retry.KUBE

@@ -116,7 +116,7 @@ def create_namespace(slot: int) -> None:
     delete_namespace(slot)
     for argv in (
         ["ip", "netns", "add", ns],
-        ["ip", "link", "add", host, "type", "veth", "peer", "name", peer],
+        ["ip", "link", "add", host, "type", "veth", "peer", "name", peer, "address", spec.pod_mac(slot)],
         ["ip", "link", "set", peer, "netns", ns],
         ["ip", "link", "set", host, "master", spec.BRIDGE],
         ["ip", "link", "set", host, "up"],

@@ -59,6 +59,12 @@ def pod_address(index: int) -> str:
     return str(POOL[index + 2])
 
 
+def pod_mac(index: int) -> str:
+    """The pod's eth0 MAC for slot ``index``: fixed per slot (so per address). A pod made again at its address
+    (a StatefulSet's) with a new random MAC was unreachable for 35-55 s: neighbours kept the old one."""
+    return f"02:73:6c:6b:{(index >> 8) & 0xFF:02x}:{index & 0xFF:02x}"
+
+
 def netns_name(index: int) -> str:
     return f"{NETNS_PREFIX}{index}"
 

@@ -17,6 +17,8 @@ from pydantic import BaseModel
 ANNOTATION_WORKFLOW = "slinky.slurm.net/reconfigure-workflow"
 """On the ConfigMap: the workflow that wrote its config last."""
 ANNOTATION_RECONFIGURED_AT = "slinky.slurm.net/reconfigured-at"
+ANNOTATION_VERIFIED = "slinky.slurm.net/verified-config-hash"
+"""On the ConfigMap: the hash ControllerReconfigure verified slurmctld runs (ConfigValid says Applied only then)."""
 ANNOTATION_REJECTED = "slinky.slurm.net/rejected-config-hash"
 """On the ConfigMap: a config hash that was not applied (parser or slurmctld refused it); the reconciler does
 not try it again, a fix of the resources makes a new hash."""
@@ -97,6 +99,8 @@ class ConditionInput(_Msg):
     reason: str
     message: str
     event: Literal["", "Normal", "Warning"] = ""
+    verified_hash: str = ""
+    """Set with Applied: written on the ConfigMap, so the reconciler knows the hash runs."""
 
 
 class ReconfigureResult(_Msg):

@@ -33,7 +33,7 @@ from slinky.operator import slurmconf
 from slinky.operator.api.accounting import Accounting
 from slinky.operator.api.controller import Controller
 from slinky.operator.api.nodeset import NodeSet
-from slinky.operator.reconfigure import ANNOTATION_REJECTED, ReconfigureInput
+from slinky.operator.reconfigure import ANNOTATION_REJECTED, ANNOTATION_VERIFIED, ANNOTATION_WORKFLOW, ReconfigureInput
 from slinky.operator.reconfigure import workflow_id as reconfigure_workflow_id
 from workers.cluster.apply import ensure
 from workers.cluster.runtime import Runtime, Watch, set_condition
@@ -155,6 +155,10 @@ class ControllerReconciler:
             return
         if controller.spec.external:
             return
+        if not self.runtime.all_synced():
+            # A first config rendered before the NodeSets were listed would roll slurmctld once they are.
+            self.runtime.requeue_later(self.kind, key, 0.2)
+            return
         problem, files = self._render(raw, controller)
         if problem is not None:
             _, reason, message = problem
@@ -166,15 +170,12 @@ class ControllerReconciler:
         for service in [*objects.controller_services(controller), self._workers_service(controller)]:
             await ensure(self.runtime.kube, service)
         # The pod template's hash belongs to ControllerReconfigure once the StatefulSet exists (it rolls the pod
-        # and may roll it back): never write an older one over it from a cache that has not caught up.
-        live_sts = self.caches.get(
-            STATEFULSETS, raw["metadata"]["namespace"], objects.controller_statefulset_name(controller)
-        )
-        template_annotations = (((live_sts or {}).get("spec") or {}).get("template") or {}).get("metadata") or {}
-        running_hash = (template_annotations.get("annotations") or {}).get(objects.ANNOTATION_SLURM_CONFIG_HASH)
-        sts, how = await ensure(
-            self.runtime.kube, objects.controller_statefulset(controller, str(running_hash or config_hash))
-        )
+        # and may roll it back): the reconciler leaves it out, so a merge patch never writes an older one back.
+        desired = objects.controller_statefulset(controller, config_hash)
+        if self.caches.get(STATEFULSETS, raw["metadata"]["namespace"], objects.controller_statefulset_name(controller)):
+            template_annotations = desired["spec"]["template"]["metadata"].get("annotations") or {}
+            template_annotations.pop(objects.ANNOTATION_SLURM_CONFIG_HASH, None)
+        sts, how = await ensure(self.runtime.kube, desired)
         if how != "unchanged":
             logger.info("Controller %s/%s: StatefulSet %s %s", *key, sts["metadata"]["name"], how)
         self.runtime.clear_warnings(raw)
@@ -207,6 +208,8 @@ class ControllerReconciler:
         annotations = cm["metadata"].get("annotations") or {}
         applied = str(annotations.get(objects.ANNOTATION_SLURM_CONFIG_HASH) or "")
         if rendered == applied:
+            if annotations.get(ANNOTATION_WORKFLOW) and annotations.get(ANNOTATION_VERIFIED) != applied:
+                return applied, None  # written by ControllerReconfigure, not verified yet: the workflow says when
             return applied, (CONFIG_VALID, "True", "Applied", f"slurm.conf {applied} in {where}")
         if rendered == annotations.get(ANNOTATION_REJECTED):
             return applied, None  # rejected before: the condition says why; a fix makes a new hash

@@ -98,6 +98,10 @@ class Runtime:
             self._listeners.setdefault(watch.path, []).append((queue, watch))
         return queue
 
+    def all_synced(self) -> bool:
+        """Whether every watched resource has been listed once (decisions before that see half the world)."""
+        return all(self.synced(path).is_set() for path in self._listeners)
+
     def synced(self, path: str) -> asyncio.Event:
         return self.caches.synced.setdefault(path, asyncio.Event())
 
