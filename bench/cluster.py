@@ -49,11 +49,9 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -67,6 +65,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.common import run_cancellable  # noqa: E402
 from slinky.clients.errors import KubeError, KubeNotFound  # noqa: E402
 from slinky.clients.kube import KubeClient  # noqa: E402
 from slinky.clients.slurm import jwt  # noqa: E402
@@ -1270,15 +1269,7 @@ def print_report(r: Obj) -> None:
 
 async def measure(args: argparse.Namespace) -> Obj:
     bench = Bench(stack.load_env_file(), args)
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    if task is not None and threading.current_thread() is threading.main_thread():
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)  # clean up on SIGTERM as on Ctrl-C
-    try:
-        return await bench.run()
-    finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGTERM)
+    return await run_cancellable(bench.run)  # SIGTERM cleans up as Ctrl-C does
 
 
 def main(argv: Sequence[str] | None = None) -> int:

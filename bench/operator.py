@@ -40,7 +40,6 @@ import base64  # noqa: E402
 import contextlib  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
-import signal  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
@@ -57,6 +56,7 @@ import httpx  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.common import run_cancellable  # noqa: E402
 from slinky.clients.errors import KubeError, KubeNotFound  # noqa: E402
 from slinky.clients.kube import KubeClient  # noqa: E402
 from slinky.dev import launch, slurmd_runtime, stack  # noqa: E402
@@ -858,15 +858,7 @@ def print_report(results: Obj) -> None:
 
 async def measure(args: argparse.Namespace) -> Obj:
     bench = Bench(stack.load_env_file(), args)
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    if task is not None and threading.current_thread() is threading.main_thread():
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)  # clean up on SIGTERM as on Ctrl-C
-    try:
-        return await bench.run()
-    finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGTERM)
+    return await run_cancellable(bench.run)  # SIGTERM cleans up as Ctrl-C does
 
 
 def main(argv: Sequence[str] | None = None) -> int:
