@@ -32,6 +32,7 @@ from slinky.clients.errors import KubeNotFound
 from slinky.clients.events import EventRecorder, object_event
 from slinky.clients.kube import KubeClient, rfc3339
 from slinky.operator import cluster_objects as objects
+from slinky.operator.conditions import set_condition
 from slinky.operator.models import ControllerKey
 from slinky.operator.reconfigure import (
     ANNOTATION_RECONFIGURED_AT,
@@ -205,22 +206,9 @@ class ClusterActivities:
             raw = await self._controller(inp.namespace, inp.name)
         except KubeNotFound:
             return
-        conditions = [c for c in (raw.get("status") or {}).get("conditions") or [] if c.get("type") != CONDITION]
-        old: dict[str, Any] = next(
-            (c for c in (raw.get("status") or {}).get("conditions") or [] if c.get("type") == CONDITION), {}
-        )
-        same = old.get("status") == inp.status and old.get("reason") == inp.reason
-        conditions.append(
-            {
-                "type": CONDITION,
-                "status": inp.status,
-                "reason": inp.reason,
-                "message": inp.message[:32768],
-                "lastTransitionTime": old.get("lastTransitionTime") if same else rfc3339(),
-                "observedGeneration": raw["metadata"].get("generation", 0),
-            }
-        )
-        conditions.sort(key=lambda c: str(c.get("type")))
+        current = (raw.get("status") or {}).get("conditions") or []
+        generation = int(raw["metadata"].get("generation") or 0)
+        conditions = set_condition(current, CONDITION, inp.status, inp.reason, inp.message, generation)
         path = f"{GROUP}/namespaces/{inp.namespace}/controllers/{inp.name}/status"
         await self.kube.patch(path, {"status": {"conditions": conditions}}, decode=False)
         if inp.event:

@@ -574,12 +574,32 @@ def _slurmctld_container(controller: Controller) -> Obj:
     return _container(base, controller.spec.slurmctld)
 
 
-def controller_statefulset(controller: Controller, config_hash: str) -> Obj:
+def workers_service(controller: Controller) -> Obj:
+    """The NodeSets' headless Service `<controller>-workers` (upstream's ClusterWorkerService): their pods'
+    subdomain, so a NodeSet pod's hostname (`cpu-0`) resolves from the cluster's pods."""
+    name = _name(controller)
+    labels, annotations = _controller_service_meta(controller, None)
+    selector = {wellknown.LABEL_APP: wellknown.APP_SLURMD, wellknown.LABEL_CLUSTER: name}
+    port = {"name": wellknown.APP_SLURMD, "port": slurmconf.SLURMD_PORT, "targetPort": slurmconf.SLURMD_PORT}
+    return _service(
+        controller,
+        workers_service_name(name),
+        labels=labels,
+        annotations=annotations,
+        selector=selector,
+        port=port,
+        headless=True,
+    )
+
+
+def controller_statefulset(controller: Controller, config_hash: str | None) -> Obj:
     """The `<name>-controller` StatefulSet: one slurmctld pod `<name>-controller-0`.
 
     Its pods get hostname = pod name and subdomain = `<name>-controller-internal` from the StatefulSet, which
     SlurmctldHost names. The pod template carries `ANNOTATION_SLURM_CONFIG_HASH` = `config_hash` only
     without `inplaceReconfigure`, so a config change rolls the pod; with it, the config is re-read in place.
+    `config_hash` None leaves the annotation out (a merge patch then keeps the live one: ControllerReconfigure
+    owns it once the StatefulSet exists).
     The save-state volume `statesave` is a volumeClaimTemplate (persistence enabled, no existingClaim), the
     existing claim, or an emptyDir (persistence disabled). `spec.template` is merged into the pod and
     `spec.slurmctld` into the `slurmctld` container. Upstream's `reconfigure` and `logfile` sidecars are left
@@ -600,7 +620,8 @@ def controller_statefulset(controller: Controller, config_hash: str) -> Obj:
         "volumes": [*_controller_volumes(controller), *([volume] if volume else [])],
     }
     template = controller.spec.template
-    hashes = {} if controller.spec.inplace_reconfigure else {ANNOTATION_SLURM_CONFIG_HASH: config_hash}
+    rolls = not controller.spec.inplace_reconfigure and config_hash is not None
+    hashes = {ANNOTATION_SLURM_CONFIG_HASH: config_hash} if rolls and config_hash else {}
     pod = _pod_template(
         controller,
         "controller",

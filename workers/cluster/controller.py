@@ -167,14 +167,14 @@ class ControllerReconciler:
             return
         rendered_hash = slurmconf.config_hash(files)
         config_hash, config_condition = await self._apply_config(raw, controller, files, rendered_hash)
-        for service in [*objects.controller_services(controller), self._workers_service(controller)]:
+        for service in [*objects.controller_services(controller), objects.workers_service(controller)]:
             await ensure(self.runtime.kube, service)
         # The pod template's hash belongs to ControllerReconfigure once the StatefulSet exists (it rolls the pod
         # and may roll it back): the reconciler leaves it out, so a merge patch never writes an older one back.
-        desired = objects.controller_statefulset(controller, config_hash)
-        if self.caches.get(STATEFULSETS, raw["metadata"]["namespace"], objects.controller_statefulset_name(controller)):
-            template_annotations = desired["spec"]["template"]["metadata"].get("annotations") or {}
-            template_annotations.pop(objects.ANNOTATION_SLURM_CONFIG_HASH, None)
+        exists = self.caches.get(
+            STATEFULSETS, raw["metadata"]["namespace"], objects.controller_statefulset_name(controller)
+        )
+        desired = objects.controller_statefulset(controller, None if exists else config_hash)
         sts, how = await ensure(self.runtime.kube, desired)
         if how != "unchanged":
             logger.info("Controller %s/%s: StatefulSet %s %s", *key, sts["metadata"]["name"], how)
@@ -348,19 +348,6 @@ class ControllerReconciler:
         kept = [item for item in defaults if item.split("=", 1)[0].strip().lower() not in user_keys]
         spec = controller.spec.model_copy(update={"extra_conf": "\n".join([*kept, extra]).strip("\n")})
         return controller.model_copy(update={"spec": spec})
-
-    def _workers_service(self, controller: Controller) -> Obj:
-        """The NodeSets' headless Service `<controller>-workers`: their pods' subdomain, so `cpu-0` resolves."""
-        name = str(controller.metadata.get("name"))
-        service = objects.controller_services(controller)[1]
-        service["metadata"]["name"] = objects.workers_service_name(name)
-        service["spec"] = {
-            "clusterIP": "None",
-            "publishNotReadyAddresses": True,
-            "selector": {"app.kubernetes.io/name": "slurmd", "slinky.slurm.net/cluster": name},
-            "ports": [{"name": "slurmd", "port": slurmconf.SLURMD_PORT, "targetPort": slurmconf.SLURMD_PORT}],
-        }
-        return service
 
     def _fields_supported(self, controller: Controller) -> tuple[str, str, str, str]:
         spec = controller.spec

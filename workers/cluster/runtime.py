@@ -25,7 +25,8 @@ from typing import Any, Protocol
 
 from slinky.clients.errors import KubeNotFound
 from slinky.clients.events import EventRecorder, object_event
-from slinky.clients.kube import KubeClient, rfc3339
+from slinky.clients.kube import KubeClient
+from slinky.operator.conditions import set_condition as set_condition  # the reconcilers' import
 from workers.scoping import replace_synced, watch_paths
 from workers.workqueue import Key, WorkQueue
 
@@ -186,21 +187,3 @@ class Runtime:
                 COMPONENT,
             )
         )
-
-
-def set_condition(
-    conditions: Sequence[Obj], type_: str, status: str, reason: str, message: str, generation: int = 0
-) -> list[Obj]:
-    """``conditions`` with ``type_`` set; its transition time is kept while status and reason stay."""
-    old = {c.get("type"): c for c in conditions}
-    prev = old.get(type_)
-    same = prev is not None and prev.get("status") == status and prev.get("reason") == reason
-    new = {
-        "type": type_,
-        "status": status,
-        "reason": reason,
-        "message": message[:32768],
-        "lastTransitionTime": prev.get("lastTransitionTime") if same and prev else rfc3339(),
-        "observedGeneration": generation,
-    }
-    return sorted([*(c for t, c in old.items() if t != type_), new], key=lambda c: str(c.get("type")))

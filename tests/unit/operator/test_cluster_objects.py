@@ -608,3 +608,20 @@ def test_built_objects_share_no_parts() -> None:
     ]
     seen: dict[int, Any] = {}
     assert [shared for obj in built for shared in _shared(obj, seen)] == []
+
+
+def test_the_workers_service_is_headless_over_the_controllers_slurmd_pods() -> None:
+    from slinky.operator.api.controller import Controller
+
+    ctl = Controller.model_validate(
+        {
+            "metadata": {"name": "slurm", "namespace": "hpc", "uid": "u"},
+            "spec": {"slurmKeyRef": {"name": "k", "key": "slurm.key"}, "jwtKeyRef": {"name": "j", "key": "jwt.key"}},
+        }
+    )
+    svc = co.workers_service(ctl)
+    assert svc["metadata"]["name"] == "slurm-workers" and svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"] == {"app.kubernetes.io/name": "slurmd", "slinky.slurm.net/cluster": "slurm"}
+    assert svc["spec"]["ports"] == [{"name": "slurmd", "port": 6818, "targetPort": 6818}]
+    template = co.controller_statefulset(ctl, None)["spec"]["template"]["metadata"]
+    assert co.ANNOTATION_SLURM_CONFIG_HASH not in (template.get("annotations") or {}), "None: left out"
