@@ -493,19 +493,10 @@ def _running_workflows(dev_env: dict[str, str], ns: str) -> list[str]:
     return [str(r["execution"]["workflowId"]) for r in _list(dev_env, query)]
 
 
-def _reconfigures(dev_env: dict[str, str], ns: str, config_hash: str = "") -> list[dict[str, Any]]:
+def _reconfigures(dev_env: dict[str, str], ns: str, config_hash: str) -> list[dict[str, Any]]:
+    """The ControllerReconfigure runs of one config hash."""
     query = f"WorkflowType='ControllerReconfigure' AND SlinkyNamespace='{ns}'"
-    proc = subprocess.run(
-        ["temporal", "workflow", "list", "--address", dev_env["TEMPORAL_ADDRESS"], "-o", "json", "-q", query],
-        env=_temporal_env(),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    runs: list[dict[str, Any]] = json.loads(proc.stdout or "[]")
-    return [
-        r for r in runs if not config_hash or str(r.get("execution", {}).get("workflowId", "")).endswith(config_hash)
-    ]
+    return [r for r in _list(dev_env, query) if str(r["execution"]["workflowId"]).endswith(f"/{config_hash}")]
 
 
 def test_kill_9_of_the_operator_mid_reconfigure_still_applies_it_once(
