@@ -251,25 +251,28 @@ def env(container: Obj, namespace: str, configmaps: Lookup, secrets: Lookup) -> 
         if "value" in entry or "valueFrom" not in entry:
             out[name] = str(entry.get("value") or "")
             continue
-        ref = entry["valueFrom"] or {}
-        for key, kind, lookup in (
-            ("configMapKeyRef", "configmaps", configmaps),
-            ("secretKeyRef", "secrets", secrets),
-        ):
-            if key in ref:
-                src = ref[key]
-                obj = lookup.get((namespace, str(src.get("name", ""))))
-                data = object_data(kind, obj) if obj is not None else {}  # type: ignore[arg-type]
-                value = data.get(str(src.get("key", "")))
-                if value is None:
-                    if src.get("optional"):
-                        break
-                    raise MissingSource(f"env {name}: {kind[:-1]} {src.get('name')!r} key {src.get('key')!r} not found")
-                out[name] = value.decode(errors="replace")
-                break
-        else:
-            raise VolumeError(f"env {name}: valueFrom {', '.join(sorted(ref))} is not emulated by the node agent")
+        value = _env_ref(name, entry["valueFrom"] or {}, namespace, configmaps, secrets)
+        if value is not None:
+            out[name] = value
     return out
+
+
+def _env_ref(name: str, ref: Obj, namespace: str, configmaps: Lookup, secrets: Lookup) -> str | None:
+    """One ``valueFrom``: the key's value, None when it is optional and missing."""
+    kind: Literal["configmaps", "secrets"]
+    if "configMapKeyRef" in ref:
+        kind, src, lookup = "configmaps", ref["configMapKeyRef"], configmaps
+    elif "secretKeyRef" in ref:
+        kind, src, lookup = "secrets", ref["secretKeyRef"], secrets
+    else:
+        raise VolumeError(f"env {name}: valueFrom {', '.join(sorted(ref))} is not emulated by the node agent")
+    obj = lookup.get((namespace, str(src.get("name", ""))))
+    value = object_data(kind, obj).get(str(src.get("key", ""))) if obj is not None else None
+    if value is None:
+        if src.get("optional"):
+            return None
+        raise MissingSource(f"env {name}: {kind[:-1]} {src.get('name')!r} key {src.get('key')!r} not found")
+    return value.decode(errors="replace")
 
 
 def claim_dir(namespace: str, claim: str) -> str:
