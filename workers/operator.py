@@ -105,7 +105,7 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
     cluster = Runtime(kube, events, namespaces=ops.namespaces, workers=ops.cluster_workers)
     cluster.add(ControllerReconciler(cluster, ops, temporal))
     cluster.add(RestApiReconciler(cluster))
-    cluster.add(AccountingReconciler(cluster))
+    cluster.add(AccountingReconciler(cluster, slurm))
     cluster.add(LoginSetReconciler(cluster))
     if settings.telemetry.metrics_port:
         registry = CollectorRegistry(auto_describe=True)

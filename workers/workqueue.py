@@ -22,6 +22,7 @@ class WorkQueue:
         self._active: set[Key] = set()
         self._again: set[Key] = set()
         self._failures: dict[Key, int] = {}
+        self._timers: dict[Key, tuple[float, asyncio.TimerHandle]] = {}
         self.runs = 0
         self.failed = 0
         """Reconciles done, and how many of them failed (the operator's metrics read both)."""
@@ -34,7 +35,24 @@ class WorkQueue:
             self._queue.put_nowait(key)
 
     def add_later(self, key: Key, seconds: float) -> None:
-        asyncio.get_running_loop().call_later(seconds, self.add, key)
+        """Add ``key`` in ``seconds``. One timer per key, the earliest kept (as client-go's delaying queue): a
+        reconcile that asks again each time it runs never piles up timers."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + seconds
+        held = self._timers.get(key)
+        if held is not None:
+            if held[0] <= due:
+                return
+            held[1].cancel()
+        self._timers[key] = (due, loop.call_later(seconds, self._fire, key))
+
+    def _fire(self, key: Key) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    def waiting_later(self) -> int:
+        """Keys with a timer set."""
+        return len(self._timers)
 
     async def get(self) -> Key:
         key = await self._queue.get()

@@ -528,18 +528,30 @@ def test_kill_9_of_the_operator_mid_reconfigure_still_applies_it_once(
 
 
 def test_mariadb_down_loses_no_accounting_record(kube: Kube, cluster: str) -> None:
-    """The database stops (kill -9) while a job runs and ends: slurmctld and slurmdbd queue its record; once
-    MariaDB is back, sacct lists it COMPLETED."""
+    """The database stops (kill -9) while a job runs and ends: slurmctld and slurmdbd queue its record, and the
+    Accounting says so (Ready=False, DatabaseUnreachable, slurmdbd's own words); once MariaDB is back, sacct
+    lists the job COMPLETED and the Accounting is Ready again."""
     ns = cluster
     login = login_pod(kube, ns)
     procs = stack.ProcessTable(stack.STATE / "pids")
     pid = procs.running("mariadb")
     assert pid is not None, "the stack's MariaDB runs"
+    objects = client.CustomObjectsApi(kube.api)
+
+    def ready() -> dict[str, Any]:
+        return condition(objects.get_namespaced_custom_object(GROUP, VERSION, ns, "accountings", "slurm"), "Ready")
+
+    assert ready().get("status") == "True"
     os.kill(pid, signal.SIGKILL)
     try:
         job = sh(ns, login, "sbatch", "--parsable", "-N1", "--wrap", "sleep 2").strip()
         wait_for(lambda: job_state(ns, job) == "COMPLETED", 60, f"job {job} COMPLETED without the database")
-        time.sleep(2)
+        down = wait_for(
+            lambda: (c := ready()).get("reason") == "DatabaseUnreachable" and c, 40, "Ready=False DatabaseUnreachable"
+        )
+        assert down["status"] == "False" and "Unable to connect to database" in down["message"], down
+        assert "slurmctld holds" in down["message"], down
+        assert pod_ready(kube, ns, "slurm-accounting-0"), "slurmdbd's pod is left alone: it reconnects by itself"
     finally:
         stack.start_mariadb(stack.ProcessTable(stack.STATE / "pids"))
     wait_for(
@@ -547,3 +559,4 @@ def test_mariadb_down_loses_no_accounting_record(kube: Kube, cluster: str) -> No
         120,
         f"sacct lists job {job} once MariaDB is back",
     )
+    wait_for(lambda: ready().get("status") == "True", 40, "Ready=True once the database is back")

@@ -46,3 +46,30 @@ async def test_a_key_marked_while_worked_on_runs_again_once() -> None:
     await asyncio.sleep(0.05)
     worker.cancel()
     assert runs == 2
+
+
+async def test_asking_again_later_keeps_one_timer_per_key_the_earliest() -> None:
+    """A reconcile that asks "again in N s" each time it runs (a periodic check) never piles up timers: the
+    earliest of the asks wins, and a fired timer can be set again."""
+    queue = WorkQueue()
+    runs: list[Key] = []
+
+    async def reconcile(key: Key) -> None:
+        runs.append(key)
+
+    worker = asyncio.create_task(queue.serve(reconcile, "Accounting"))
+    key = ("ns", "slurm")
+    for _ in range(20):
+        queue.add_later(key, 0.3)
+    queue.add_later(key, 0.1)  # earlier: replaces
+    queue.add_later(key, 5.0)  # later: ignored
+    queue.add_later(("ns", "other"), 0.1)
+    assert queue.waiting_later() == 2
+    await asyncio.sleep(0.2)
+    assert runs.count(key) == 1 and queue.waiting_later() == 0
+    await asyncio.sleep(0.3)
+    assert runs.count(key) == 1, "the replaced timers never fire"
+    queue.add_later(key, 0.05)
+    await asyncio.sleep(0.15)
+    worker.cancel()
+    assert runs.count(key) == 2

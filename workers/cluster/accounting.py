@@ -10,6 +10,10 @@ slurm.conf names its ``externalConfig``):
    StatefulSet's pod template carries its hash, so a change makes a new slurmdbd pod.
 3. Status ``Ready``: the slurmdbd pod is ready; when its slurmdbd ends, the container's last words (a wrong
    password or an unreachable database: MariaDB's error as slurmdbd logs it) are the message.
+4. While the pod is ready, every ``DATABASE_CHECK_SECONDS``: slurmdbd's own answer through a RestApi of a
+   Controller that uses this Accounting (``accounting_health``). The database down while slurmdbd runs is
+   ``Ready=False``, reason ``DatabaseUnreachable``, with slurmdbd's error and how many messages slurmctld
+   holds for it; the pod is left alone (slurmdbd reconnects by itself and slurmctld sends what it held).
 """
 
 from __future__ import annotations
@@ -22,13 +26,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from slinky.clients.errors import KubeNotFound
+from slinky.clients.errors import KubeNotFound, SlurmError
+from slinky.operator import accounting_health, slurmconf
 from slinky.operator import cluster_objects as objects
-from slinky.operator import slurmconf
 from slinky.operator.api.accounting import Accounting
+from slinky.operator.models import ControllerKey
 from workers.cluster.apply import ensure
-from workers.cluster.controller import GROUP, SECRETS, STATEFULSETS
+from workers.cluster.controller import CONTROLLERS, GROUP, SECRETS, STATEFULSETS
 from workers.cluster.runtime import Runtime, Watch, set_condition
+from workers.slurm_clients import ControllerProblem, SlurmClients
 from workers.workqueue import Key
 
 logger = logging.getLogger("workers.cluster.accounting")
@@ -36,6 +42,8 @@ Obj = dict[str, Any]
 
 ACCOUNTINGS = f"{GROUP}/accountings"
 READY = "Ready"
+DATABASE_CHECK_SECONDS = 10.0
+"""How often a ready slurmdbd is asked whether its database answers (one GET per Accounting)."""
 
 
 def accounting_path(namespace: str, name: str) -> str:
@@ -52,8 +60,9 @@ class AccountingReconciler:
     kind = "Accounting"
     primary = ACCOUNTINGS
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, slurm: SlurmClients) -> None:
         self.runtime = runtime
+        self.slurm = slurm
         self.caches = runtime.caches
         self.watches: Sequence[Watch] = (Watch(SECRETS, self._by_secret), Watch(STATEFULSETS, self._by_owner))
 
@@ -98,7 +107,6 @@ class AccountingReconciler:
             logger.info(
                 "Accounting %s/%s: StatefulSet %s %s (slurmdbd.conf %s)", *key, sts["metadata"]["name"], how, conf_hash
             )
-        self.runtime.clear_warnings(raw)
         await self._status_from_pod(raw, accounting)
 
     def _render(self, key: Key, accounting: Accounting) -> str:
@@ -149,7 +157,15 @@ class AccountingReconciler:
         storage = accounting.spec.storage_config
         where = f"{storage.username}@{storage.host}:{storage.port}/{storage.database}"
         if ready:
-            await self._ready(raw, "True", "SlurmdbdReady", f"slurmdbd pod {pod_name} is ready (database {where})")
+            key = (ns, raw["metadata"]["name"])
+            verdict = await self._database(key, pod_name, where)
+            if verdict is None:
+                await self._ready(raw, "True", "SlurmdbdReady", f"slurmdbd pod {pod_name} is ready (database {where})")
+            else:
+                if verdict.status == "False":
+                    self.runtime.warn_once(raw, verdict.reason, verdict.event or verdict.message)
+                await self._ready(raw, verdict.status, verdict.reason, verdict.message)
+            self.runtime.requeue_later(self.kind, key, DATABASE_CHECK_SECONDS)
             return
         status: Obj = next(
             (c for c in (pod.get("status") or {}).get("containerStatuses") or [] if c.get("name") == "slurmdbd"), {}
@@ -169,7 +185,38 @@ class AccountingReconciler:
         )
         self.runtime.requeue_later(self.kind, (ns, raw["metadata"]["name"]), 2.0)
 
+    async def _database(self, key: Key, pod: str, where: str) -> accounting_health.DatabaseVerdict | None:
+        """slurmdbd's own answer, through the slurmrestd of the first Controller (by name) that uses this
+        Accounting; None when no such Controller has a slurmrestd that answers (nothing known)."""
+        ns, name = key
+        users = [
+            c["metadata"]["name"]
+            for c in self.caches.in_namespace(CONTROLLERS, ns)
+            if ((c.get("spec") or {}).get("accountingRef") or {}).get("name") == name
+        ]
+        for controller in users:
+            try:
+                slurm = await self.slurm.client(ControllerKey(namespace=ns, name=controller))
+            except (ControllerProblem, KubeNotFound):
+                continue
+            via = f"Controller {ns}/{controller}'s slurmrestd"
+            try:
+                await slurm.slurmdbd_diag()
+                return accounting_health.database_verdict(pod=pod, database=where, via=via, error=None)
+            except SlurmError as err:
+                queued = None
+                try:
+                    queued = (await slurm.diag()).dbd_agent_queue_size
+                except SlurmError:
+                    pass
+                verdict = accounting_health.database_verdict(pod=pod, database=where, via=via, error=err, queued=queued)
+                if verdict is not None:
+                    return verdict
+        return None
+
     async def _ready(self, raw: Obj, status: str, reason: str, message: str) -> None:
+        if status == "True":  # a problem that comes back is told again
+            self.runtime.clear_warnings(raw)
         generation = int(raw["metadata"].get("generation") or 0)
         conditions = set_condition(
             (raw.get("status") or {}).get("conditions") or [], READY, status, reason, message, generation

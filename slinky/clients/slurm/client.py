@@ -67,6 +67,8 @@ from slinky.clients.slurm.models import (
     PingResponse,
     Reservation,
     ReservationsResponse,
+    SlurmdbdDiag,
+    SlurmdbdDiagResponse,
 )
 from slinky.config import SlurmSettings
 
@@ -197,6 +199,7 @@ class SlurmApi(Protocol):
     async def list_partitions(self) -> list[Partition]: ...
     async def list_reservations(self) -> list[Reservation]: ...
     async def diag(self) -> Diag: ...
+    async def slurmdbd_diag(self) -> SlurmdbdDiag: ...
     async def reconfigure(self) -> None: ...
     async def aclose(self) -> None: ...
 
@@ -399,6 +402,15 @@ class SlurmClient:
     async def diag(self) -> Diag:
         """Controller statistics (``sdiag``)."""
         return (await self._call("GET", self._path("diag"), DiagResponse)).statistics
+
+    async def slurmdbd_diag(self) -> SlurmdbdDiag:
+        """slurmdbd's statistics (``GET /slurmdb/<version>/diag``, the slurmdbd plugin of slurmrestd).
+
+        slurmdbd answers only with its database: a database down raises :class:`SlurmUnavailable` whose
+        ``error`` is slurmdbd's own ("Unable to connect to database", error 7000).
+        """
+        path = f"/slurmdb/{self.api_version}/diag"
+        return (await self._call("GET", path, SlurmdbdDiagResponse)).statistics
 
     async def reconfigure(self) -> None:
         """``scontrol reconfigure`` (``GET reconfigure``): slurmctld re-reads its configuration, re-executing

@@ -36,6 +36,7 @@ from slinky.clients.slurm.models import (
     NodeUpdate,
     Partition,
     Reservation,
+    SlurmdbdDiag,
 )
 
 __all__ = ["FakeSlurmClient", "compress_hostlist"]
@@ -125,6 +126,8 @@ class FakeSlurmClient:
         self.user_name = user_name
         self.min_job_age_seconds = min_job_age_seconds
         self.controller_up = True
+        self.database_down = False
+        """slurmdbd's database is unreachable: ``slurmdbd_diag`` fails as slurmrestd does then."""
         self.calls: list[str] = []
         self._nodes: dict[str, _FakeNode] = {}
         self._partitions: dict[str, list[str]] = {}
@@ -403,6 +406,19 @@ class FakeSlurmClient:
             jobs_running=states.count("RUNNING"),
             req_time_start=self.started,
         )
+
+    async def slurmdbd_diag(self) -> SlurmdbdDiag:
+        """As slurmrestd's slurmdbd plugin: 502 with error 7000 while ``database_down`` is set."""
+        self._enter("slurmdbd_diag")
+        if self.database_down:
+            entry = SlurmErrorEntry(
+                error_number=7000,
+                error="Unable to connect to database",
+                description="Failed to open slurmdbd connection",
+                source="openapi_get_db_conn",
+            )
+            raise map_error("GET", f"/slurmdb/{self.api_version}/diag", 502, [entry])
+        return SlurmdbdDiag(time_start=self.started)
 
     async def submit_job(self, job: JobDescMsg, *, script: str | None = None) -> int:
         """Queue a job as PENDING; validated as slurmctld does."""

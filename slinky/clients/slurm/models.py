@@ -504,6 +504,9 @@ class Diag(_Model):
     schedule_cycle_mean: int | None = None
     schedule_queue_length: int | None = None
     bf_cycle_last: int | None = None
+    dbd_agent_queue_size: int | None = None
+    """Messages slurmctld holds for slurmdbd (job records among them): they wait here while slurmdbd or its
+    database is down and are sent once it is back."""
     req_time: NoValInt = None
     req_time_start: NoValInt = None
     """When the statistics started: slurmctld's start (or the last ``sdiag --reset``). The job watcher reads a
@@ -514,6 +517,19 @@ class DiagResponse(OpenapiResponse):
     """Answer to ``GET diag``."""
 
     statistics: Diag = Field(default_factory=Diag)
+
+
+class SlurmdbdDiag(_Model):
+    """slurmdbd's statistics of ``GET /slurmdb/.../diag`` (``sdiag`` of slurmdbd; the rest in ``model_extra``)."""
+
+    time_start: int | None = None
+
+
+class SlurmdbdDiagResponse(OpenapiResponse):
+    """Answer to ``GET /slurmdb/.../diag``: slurmrestd asks slurmdbd, which needs its database to answer (502
+    with error 7000 "Unable to connect to database" when it is down, measured on 26.05)."""
+
+    statistics: SlurmdbdDiag = Field(default_factory=SlurmdbdDiag)
 
 
 class ControllerPing(_Model):
