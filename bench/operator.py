@@ -107,9 +107,9 @@ def operator_child(stats_path: str) -> None:
     """``python -m workers.operator``, unchanged, with three counters written to ``stats_path`` every 50 ms:
     each slurmrestd request by endpoint (at ``SlurmClient._send``: one per HTTP request, retries included),
     the NodeSetController's ``reconciles``, and its Controllers' ``polls`` and ``job_lists``."""
-    import workers.operator as op
+    import workers.operator.process as op
     from slinky.clients.slurm.client import SlurmClient
-    from workers.nodeset_controller import NodeSetController
+    from workers.operator.nodeset import NodeSetController
 
     requests: Counter[str] = Counter()
 

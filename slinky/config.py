@@ -75,7 +75,9 @@ class TemporalSettings(BaseModel):
 class WorkerSettings(BaseModel):
     """The Temporal worker process."""
 
-    sandbox: bool = Field(False, description="Run workflows in the Temporal sandbox (slower; see workers/bridge.py).")
+    sandbox: bool = Field(
+        False, description="Run workflows in the Temporal sandbox (slower; see workers/bridge/worker.py)."
+    )
 
 
 class LeaderElectionSettings(BaseModel):

@@ -1,5 +1,5 @@
 """``python -m workers``: run the bridge worker process (settings from the environment)."""
 
-from workers.bridge import main
+from workers.bridge.worker import main
 
 main()

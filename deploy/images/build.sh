@@ -65,7 +65,7 @@ fi
 
 step "podman build $tag"
 podman build --network=none --pull=never --build-arg "BASE=$base" -f "$here/Containerfile" -t "$tag" "$work"
-podman run --rm --network=none "$tag" -c 'import workers.bridge, workers.webhook, temporalio; print("import ok")'
+podman run --rm --network=none "$tag" -c 'import workers.bridge.worker, workers.bridge.webhook, temporalio; print("import ok")'
 if [ -n "${SAVE:-}" ]; then
   step "save $SAVE"
   podman save --format oci-archive -o "$SAVE" "$tag"

@@ -2,7 +2,7 @@
 
 :func:`plan` looks at one Kubernetes node and the Slurm node of the same Slurm name (or ``None``) and
 returns the actions that bring Slurm's view in step with Kubernetes'. :func:`plan_orphan` does the same
-for a Slurm node that no Kubernetes node maps to any more. The reconciler (``workers/node_sync.py``)
+for a Slurm node that no Kubernetes node maps to any more. The reconciler (``workers/bridge/node_sync.py``)
 applies the actions and calls the planner again on every pass, so every rule is level-triggered: a
 "wait until drained" is simply a pass that returns :class:`WaitDrained` and nothing else.
 

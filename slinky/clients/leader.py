@@ -13,7 +13,7 @@ The rules are client-go's:
   slower one gets 409 Conflict.
 - The leader renews every ``retry_seconds``. If it cannot renew for ``renew_deadline_seconds`` (shorter than the
   lease), or finds another holder, :meth:`hold` raises :class:`LeadershipLost`. The process must then stop
-  everything and exit before the lease expires for the others; ``workers/bridge.py`` does.
+  everything and exit before the lease expires for the others; ``workers/bridge/worker.py`` does.
 - :meth:`release` on a graceful stop clears the holder, so a standby takes over at its next retry instead of
   after a whole lease.
 """

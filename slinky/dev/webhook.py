@@ -1,7 +1,7 @@
 """The admission webhook in the development stack: certificates, the process, and its registration.
 
 Called from ``slinky.dev.stack`` (``dev up``) and from the webhook's integration tests; every step is
-idempotent. The server itself is ``python -m workers.webhook``, started by module path (the core
+idempotent. The server itself is ``python -m workers.bridge.webhook``, started by module path (the core
 package never imports ``workers``).
 
 Managed scope in the dev stack: the selector ``slinky.slurm.net/managed=true`` (a label selector,
@@ -119,12 +119,12 @@ def start(
     settings: admission.AdmissionSettings | None = None,
     timeout: float = 20.0,
 ) -> int:
-    """Start ``python -m workers.webhook`` as the process ``webhook`` (unless it runs) and wait until healthy."""
+    """Start ``python -m workers.bridge.webhook`` as the process ``webhook`` (unless it runs) and wait until healthy."""
     ca, cert, key = ensure_certs(state_dir)
     pid = procs.running(PROCESS)
     if pid is None:
         settings = settings or dev_settings()
-        argv = [sys.executable, "-m", "workers.webhook", "--cert", str(cert), "--key", str(key)]
+        argv = [sys.executable, "-m", "workers.bridge.webhook", "--cert", str(cert), "--key", str(key)]
         argv += ["--port", str(port), "--bind", "127.0.0.1", "--scheduler-name", settings.scheduler_name]
         argv += ["--managed-namespace-selector", settings.managed_namespace_selector or ""]
         for ns in settings.managed_namespaces:

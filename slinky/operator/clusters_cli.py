@@ -15,7 +15,7 @@ those are asked of the cluster's slurmrestd (``GET nodes``) with a JWT minted fr
 A Slurm that cannot be asked is never an error: `list` prints ``?`` in the NODES column (and the reason on
 stderr), `show` says why in one line. A table by default, ``-o json`` for scripts. Any other error is one line
 on stderr and exit code 1. The operator's workers are not imported here (the core never imports them): the
-URL and key resolution of ``workers/slurm_clients.py`` is written again in `slurm_target`.
+URL and key resolution of ``workers/operator/slurm_clients.py`` is written again in `slurm_target`.
 """
 
 from __future__ import annotations
@@ -255,7 +255,8 @@ def _naming(items: Iterable[Obj], controller: str) -> list[Obj]:
 
 
 async def slurm_target(kube: KubeClient, controller: Obj, settings: Settings) -> SlurmTarget:
-    """The slurmrestd URL and JWT key of a Controller, as the operator finds them (``workers/slurm_clients.py``).
+    """The slurmrestd URL and JWT key of a Controller, as the operator finds them
+    (``workers/operator/slurm_clients.py``).
 
     Raises:
         SlurmNotAsked: No URL (no RestApi, no ready slurmrestd) or no key (no jwtKeyRef, Secret or key in it).

@@ -1,7 +1,7 @@
 """The Token rules: which Secret a Token writes, what goes in it, and when its JWT is re-minted (pure).
 
 A Token (``slinky.slurm.net/v1beta1``) keeps an HS256 JWT for one Slurm user in a Secret (upstream
-``internal/controller/token``). The controller (``workers/token_controller.py``) reads the Token, its key
+``internal/controller/token``). The controller (``workers/operator/token.py``) reads the Token, its key
 Secret and its token Secret, and asks :func:`assess` what to do; everything here is a function of those
 objects and the clock, so every rule is unit-tested without an apiserver.
 

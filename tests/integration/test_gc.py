@@ -1,4 +1,4 @@
-"""The garbage collector (``workers/gc.py``) on the real stack: what no lifecycle is left to handle.
+"""The garbage collector (``workers/bridge/gc.py``) on the real stack: what no lifecycle is left to handle.
 
 Both cases name a workflow that never ran, so no lifecycle is in charge: a labelled pod with the bridge's
 finalizer whose job is gone is deleted and its finalizer removed (the client's tested removal, which keeps
@@ -22,7 +22,7 @@ from slinky.clients.errors import KubeNotFound
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.clients.slurm import JobDescMsg, SlurmClient
 from slinky.config import SlurmSettings
-from workers.gc import GarbageCollector
+from workers.bridge.gc import GarbageCollector
 
 pytestmark = pytest.mark.integration
 OTHER = "test.slinky.slurm.net/hold"

@@ -31,7 +31,7 @@ from slinky.clients.slurm import Node as SlurmNode
 from slinky.config import SlurmSettings
 from slinky.dev import stack as dev_stack
 from tests.integration.waiting import eventually_async as eventually
-from workers.node_sync import NodeSyncer
+from workers.bridge.node_sync import NodeSyncer
 
 pytestmark = pytest.mark.integration
 

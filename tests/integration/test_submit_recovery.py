@@ -23,7 +23,7 @@ from slinky.bridge.models.jobspec import SlurmJobSpec
 from slinky.bridge.models.workload import SubmitInput, SubmitResult, job_comment_for
 from slinky.clients.slurm import SlurmClient
 from slinky.config import SlurmSettings
-from workers.slurm_router import SlurmJobRouter
+from workers.bridge.slurm_router import SlurmJobRouter
 
 pytestmark = pytest.mark.integration
 

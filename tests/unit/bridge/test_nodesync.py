@@ -328,7 +328,7 @@ class FakeKube:
 
 
 async def test_reconciler_registers_drifts_and_retires_with_fake_slurm() -> None:
-    from workers.node_sync import NodeSyncer
+    from workers.bridge.node_sync import NodeSyncer
 
     fake = FakeSlurmClient()
     fake.add_partition("slurm-bridge")

@@ -64,7 +64,7 @@ EXTERNAL: dict[str, Any] = {
 }
 
 # A managed Controller with an Accounting, after one reconfigure and one rejected config (conditions shaped as
-# workers/cluster/controller.py writes them).
+# workers/operator/controller.py writes them).
 MANAGED: dict[str, Any] = {
     "apiVersion": "slinky.slurm.net/v1beta1",
     "kind": "Controller",

@@ -60,26 +60,26 @@ app.kubernetes.io/component: operator
 The rules of the namespaced resources, from the code (callers of slinky/clients/kube.py that the operator runs):
   pods                  get (scale-in activities), list watch (NodeSet pod watch), create (new pods),
                         patch (annotations, labels), delete (failed pods, drift, drained pods)
-                                                        workers/nodeset_controller.py, activities/nodeset.py
-  pods/status           patch (SlurmNodeState* conditions)                 workers/nodeset_controller.py
+                                                        workers/operator/nodeset.py, activities/nodeset.py
+  pods/status           patch (SlurmNodeState* conditions)                 workers/operator/nodeset.py
   secrets               get (Controller jwtKeyRef, Token Secrets), list watch (Token Secrets), create patch
-                        (the Token's JWT Secret)              workers/slurm_clients.py, workers/token_controller.py
+                        (the Token's JWT Secret)              workers/operator/slurm_clients.py, workers/operator/token.py
   events                create (Events on NodeSets, pods, Tokens)          slinky/clients/events.py
   poddisruptionbudgets  create (the Controller's shared <controller>-workers-pdb, policy/v1beta1 on 1.20)
   nodesets, tokens      list watch; their /status patch; their /finalizers update (the ownerReferences with
                         blockOwnerDeletion on pods and Secrets, when OwnerReferencesPermissionEnforcement is on)
   controllers           get (the NodeSet's controllerRef), list watch (managed clusters); /status patch
-                                                        workers/slurm_clients.py, workers/cluster/controller.py
+                                                        workers/operator/slurm_clients.py, workers/operator/controller.py
   restapis              get list (a managed Controller's oldest RestApi), watch; /status patch
-                                                        workers/slurm_clients.py, workers/cluster/restapi.py
+                                                        workers/operator/slurm_clients.py, workers/operator/restapi.py
   accountings           list watch (a Controller's accountingRef, the Accounting reconciler); /status patch
-  loginsets             list watch; /status patch (replicas, selector, Ready)  workers/cluster/loginset.py
+  loginsets             list watch; /status patch (replicas, selector, Ready)  workers/operator/loginset.py
   configmaps            get create patch (<controller>-config), list watch (configFileRefs)
   services              get create patch (<controller>-controller, -internal, -workers, <restapi>-restapi)
   endpoints             get (slurmrestd's address when operator.serviceAddresses is endpoints)
   statefulsets          get create patch (<controller>-controller), list watch (its readiness)
   deployments           get create patch (<restapi>-restapi), list watch (its readiness)
-                                                        workers/cluster/apply.py
+                                                        workers/operator/apply.py
 */ -}}
 {{- define "slinky-operator.namespacedRules" -}}
 - apiGroups: [""]

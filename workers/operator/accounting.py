@@ -31,13 +31,13 @@ from slinky.operator import accounting_health, slurmconf
 from slinky.operator import cluster_objects as objects
 from slinky.operator.api.accounting import Accounting
 from slinky.operator.models import ControllerKey
-from workers.cluster.apply import ensure
-from workers.cluster.controller import CONTROLLERS, GROUP, SECRETS, STATEFULSETS
-from workers.cluster.runtime import Runtime, Watch, set_condition
-from workers.slurm_clients import ControllerProblem, SlurmClients
-from workers.workqueue import Key
+from workers.operator.apply import ensure
+from workers.operator.controller import CONTROLLERS, GROUP, SECRETS, STATEFULSETS
+from workers.operator.runtime import Runtime, Watch, set_condition
+from workers.operator.slurm_clients import ControllerProblem, SlurmClients
+from workers.operator.workqueue import Key
 
-logger = logging.getLogger("workers.cluster.accounting")
+logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 ACCOUNTINGS = f"{GROUP}/accountings"

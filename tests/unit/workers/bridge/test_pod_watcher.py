@@ -15,7 +15,7 @@ from slinky.bridge.models.jobspec import TranslateDefaults
 from slinky.bridge.models.workload import BuildSpecInput, PodRef
 from slinky.clients.kube import KubeClient, KubeConfig
 from tests.builders import StaticNodes, make_pod
-from workers.pod_watcher import PodWatcher
+from workers.bridge.pod_watcher import PodWatcher
 
 
 class _Temporal:

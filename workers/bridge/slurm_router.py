@@ -24,7 +24,7 @@ from slinky import telemetry, wellknown
 from slinky.bridge.models.workload import JobEvent, owns_job, workflow_id_from_job_comment
 from slinky.clients.slurm import JobEvent as WatchEvent
 from slinky.clients.slurm import JobEventType, JobInfo, JobWatcher, SlurmApi
-from workers.signals import signal_lifecycle
+from workers.bridge.signals import signal_lifecycle
 
 logger = logging.getLogger(__name__)
 SIGNAL_CONCURRENCY = 32

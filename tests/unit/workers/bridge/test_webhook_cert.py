@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from slinky.bridge import admission
-from workers.webhook import ServingCert, WebhookServer
+from workers.bridge.webhook import ServingCert, WebhookServer
 
 
 def _self_signed(directory: Path, name: str) -> tuple[Path, Path]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workers.scoping import in_scope, replace_synced, watch_paths
+from workers.operator.scoping import in_scope, replace_synced, watch_paths
 
 
 def test_paths_per_namespace_or_one_cluster_wide() -> None:

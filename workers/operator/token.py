@@ -33,10 +33,10 @@ from slinky.clients.kube import KubeClient, rfc3339
 from slinky.clients.slurm import jwt
 from slinky.operator import tokens
 from slinky.operator.api.token import Token
-from workers.scoping import replace_synced, watch_paths
-from workers.workqueue import Key, WorkQueue
+from workers.operator.scoping import replace_synced, watch_paths
+from workers.operator.workqueue import Key, WorkQueue
 
-logger = logging.getLogger("workers.token")
+logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 TOKENS = "/apis/slinky.slurm.net/v1beta1/tokens"

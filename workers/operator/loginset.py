@@ -17,13 +17,13 @@ from pydantic import ValidationError
 from slinky.operator import cluster_objects as objects
 from slinky.operator.api.controller import Controller
 from slinky.operator.api.loginset import LoginSet
-from workers.cluster.apply import ensure
-from workers.cluster.controller import CONTROLLERS, GROUP, SECRETS
-from workers.cluster.restapi import DEPLOYMENTS
-from workers.cluster.runtime import Runtime, Watch, set_condition
-from workers.workqueue import Key
+from workers.operator.apply import ensure
+from workers.operator.controller import CONTROLLERS, GROUP, SECRETS
+from workers.operator.restapi import DEPLOYMENTS
+from workers.operator.runtime import Runtime, Watch, set_condition
+from workers.operator.workqueue import Key
 
-logger = logging.getLogger("workers.cluster.loginset")
+logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 LOGINSETS = f"{GROUP}/loginsets"

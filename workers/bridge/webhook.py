@@ -1,6 +1,6 @@
 """The bridge's admission webhook server: HTTPS, ``POST /mutate``, ``POST /validate``, ``GET /healthz``.
 
-``python -m workers.webhook --cert C --key K [--port 16444] [--bind 127.0.0.1]``. The managed scope
+``python -m workers.bridge.webhook --cert C --key K [--port 16444] [--bind 127.0.0.1]``. The managed scope
 comes from ``Settings().bridge`` (``SLINKY_BRIDGE__*``) unless a flag overrides it. The rules live in
 ``slinky.bridge.admission`` (pure); this module only speaks HTTP and TLS, with the standard library: one
 thread per connection, TLS handshakes in that thread, keep-alive for the API server's pooled
@@ -223,7 +223,7 @@ def settings_from(args: argparse.Namespace) -> admission.AdmissionSettings:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m workers.webhook", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m workers.bridge.webhook", description=__doc__.splitlines()[0])
     parser.add_argument("--cert", required=True, help="PEM serving certificate (chain) file")
     parser.add_argument("--key", required=True, help="PEM private key file")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)

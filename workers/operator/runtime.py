@@ -5,7 +5,7 @@ A reconciler declares what it watches; the runtime does the rest:
 * one list+watch per watched resource (per namespace when the operator is scoped), into a shared cache
   (:class:`Caches`): two reconcilers that watch Secrets share one watch;
 * each event is mapped to keys of the reconciler's own kind (``Watch.keys``) and put on its work queue
-  (``workers.workqueue``: one key is reconciled by one worker at a time, a failure retried with its own
+  (``workers.operator.workqueue``: one key is reconciled by one worker at a time, a failure retried with its own
   backoff, never blocking the others); a relist of the primary kind queues every object;
 * helpers every reconcile ends with: conditions (:func:`set_condition`, transition time kept while the status
   stays), a status write only when it changed, and Warning Events posted once per distinct problem.
@@ -27,10 +27,10 @@ from slinky.clients.errors import KubeNotFound
 from slinky.clients.events import EventRecorder, object_event
 from slinky.clients.kube import KubeClient
 from slinky.operator.conditions import set_condition as set_condition  # the reconcilers' import
-from workers.scoping import replace_synced, watch_paths
-from workers.workqueue import Key, WorkQueue
+from workers.operator.scoping import replace_synced, watch_paths
+from workers.operator.workqueue import Key, WorkQueue
 
-logger = logging.getLogger("workers.cluster")
+logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 COMPONENT = "slurm-operator"
 

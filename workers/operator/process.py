@@ -27,20 +27,20 @@ from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
 from slinky.config import Settings
 from workers import leading
-from workers.cluster.accounting import AccountingReconciler
-from workers.cluster.controller import ControllerReconciler
-from workers.cluster.loginset import LoginSetReconciler
-from workers.cluster.restapi import RestApiReconciler
-from workers.cluster.runtime import Runtime
 from workers.leading import connect_temporal, run_as_leader
-from workers.nodeset_controller import NodeSetController
-from workers.operator_metrics import OperatorCollector
-from workers.slurm_clients import SlurmClients
-from workers.token_controller import TokenController
+from workers.operator.accounting import AccountingReconciler
+from workers.operator.controller import ControllerReconciler
+from workers.operator.loginset import LoginSetReconciler
+from workers.operator.metrics import OperatorCollector
+from workers.operator.nodeset import NodeSetController
+from workers.operator.restapi import RestApiReconciler
+from workers.operator.runtime import Runtime
+from workers.operator.slurm_clients import SlurmClients
+from workers.operator.token import TokenController
 from workflows.nodeset import SA_NAMESPACE, SA_NODESET, SA_PHASE, SA_SLURM_NODE, NodeSetScaleInWorkflow
 from workflows.reconfigure import SA_CONTROLLER, ControllerReconfigureWorkflow
 
-logger = logging.getLogger("workers.operator")
+logger = logging.getLogger(__name__)
 WATCHES_PER_SCOPE = 13
 """List+watch streams the operator keeps open per watched namespace (or once, cluster-wide)."""
 
@@ -136,7 +136,3 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
 
 def main() -> None:
     leading.main(run_operator, lambda settings: settings.operator.lease_name)
-
-
-if __name__ == "__main__":
-    main()

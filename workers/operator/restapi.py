@@ -4,7 +4,7 @@ Reconcile: the Controller it names must exist and be managed (an external one ha
 ``ControllerNotFound`` / ``ExternalController`` on the ``Ready`` condition, with a Warning Event); then the
 Deployment ``<name>-restapi`` (container ``slurmrestd`` on port 6820, with the ``openapi/slurmdbd`` plugin
 when the Controller has an Accounting) and its Service; status ``Ready`` from the Deployment's ready replicas.
-The operator's own Slurm client for that Controller talks to the oldest RestApi (workers/slurm_clients.py).
+The operator's own Slurm client for that Controller talks to the oldest RestApi (workers/operator/slurm_clients.py).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from pydantic import ValidationError
 from slinky.operator import cluster_objects as objects
 from slinky.operator.api.controller import Controller
 from slinky.operator.api.restapi import RestApi
-from workers.cluster.apply import ensure
-from workers.cluster.controller import CONTROLLERS, GROUP
-from workers.cluster.runtime import Runtime, Watch, set_condition
-from workers.workqueue import Key
+from workers.operator.apply import ensure
+from workers.operator.controller import CONTROLLERS, GROUP
+from workers.operator.runtime import Runtime, Watch, set_condition
+from workers.operator.workqueue import Key
 
-logger = logging.getLogger("workers.cluster.restapi")
+logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 RESTAPIS = f"{GROUP}/restapis"

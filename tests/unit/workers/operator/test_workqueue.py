@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from workers.workqueue import Key, WorkQueue
+from workers.operator.workqueue import Key, WorkQueue
 
 
 async def test_a_failing_key_is_retried_and_never_blocks_another() -> None:

@@ -27,13 +27,13 @@ from slinky.clients.kube import KubeClient
 from slinky.clients.slurm import SlurmClient
 from slinky.config import Settings
 from workers import leading
-from workers.capacity import FreeNodes
-from workers.gc import GarbageCollector
+from workers.bridge.capacity import FreeNodes
+from workers.bridge.gc import GarbageCollector
+from workers.bridge.node_cache import NodeCache
+from workers.bridge.node_sync import NodeSyncer
+from workers.bridge.pod_watcher import PodWatcher
+from workers.bridge.slurm_router import SlurmJobRouter
 from workers.leading import connect_temporal, run_as_leader
-from workers.node_cache import NodeCache
-from workers.node_sync import NodeSyncer
-from workers.pod_watcher import PodWatcher
-from workers.slurm_router import SlurmJobRouter
 from workflows.workload import WorkloadWorkflow
 
 logger = logging.getLogger("workers.bridge")
@@ -123,7 +123,3 @@ async def run_bridge(settings: Settings, stop: asyncio.Event) -> None:
 
 def main() -> None:
     leading.main(run_bridge, lambda settings: settings.leader_election.name)
-
-
-if __name__ == "__main__":
-    main()

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from slinky.operator import updates
-from workers.nodeset_controller import NodeSetController, is_terminating, owner_of
-from workers.token_controller import TokenController
+from workers.operator.nodeset import NodeSetController, is_terminating, owner_of
+from workers.operator.token import TokenController
 
 
 class OperatorCollector:

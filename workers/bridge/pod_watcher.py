@@ -40,7 +40,7 @@ from slinky.bridge.models.workload import PodEvent, PodEventKind, PodRef, Worklo
 from slinky.clients.errors import KubeError, KubeNotFound
 from slinky.clients.events import EventRecorder, pod_event
 from slinky.clients.kube import KubeClient, Obj
-from workers.signals import signal_lifecycle
+from workers.bridge.signals import signal_lifecycle
 
 logger = logging.getLogger(__name__)
 START_CONCURRENCY = 32

@@ -35,11 +35,11 @@ from slinky.operator.api.controller import Controller
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.reconfigure import ANNOTATION_REJECTED, ANNOTATION_VERIFIED, ANNOTATION_WORKFLOW, ReconfigureInput
 from slinky.operator.reconfigure import workflow_id as reconfigure_workflow_id
-from workers.cluster.apply import ensure
-from workers.cluster.runtime import Runtime, Watch, set_condition
-from workers.workqueue import Key
+from workers.operator.apply import ensure
+from workers.operator.runtime import Runtime, Watch, set_condition
+from workers.operator.workqueue import Key
 
-logger = logging.getLogger("workers.cluster.controller")
+logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 GROUP = "/apis/slinky.slurm.net/v1beta1"

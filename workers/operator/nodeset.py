@@ -38,12 +38,12 @@ from slinky.operator import pods as builder
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.models import ControllerKey, PodRef, ScaleInInput, SlurmNodeView
 from slinky.operator.validation import nodeset_problems, not_built
-from workers.scoping import replace_synced, watch_paths
-from workers.slurm_clients import ControllerProblem, SlurmClients
-from workers.workqueue import Key, WorkQueue
+from workers.operator.scoping import replace_synced, watch_paths
+from workers.operator.slurm_clients import ControllerProblem, SlurmClients
+from workers.operator.workqueue import Key, WorkQueue
 from workflows.nodeset import NodeSetScaleInWorkflow, workflow_id
 
-logger = logging.getLogger("workers.nodeset")
+logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 NODESETS = "/apis/slinky.slurm.net/v1beta1/nodesets"

@@ -1,4 +1,4 @@
-"""``workers.slurm_router``: which job changes become ``job_event`` signals to the owning workflow."""
+"""``workers.bridge.slurm_router``: which job changes become ``job_event`` signals to the owning workflow."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from slinky.bridge.models.workload import job_comment_for
 from slinky.clients.slurm import JobDescMsg, JobInfo
 from tests.unit.slurm.helpers import fake_cluster
-from workers.slurm_router import SlurmJobRouter
+from workers.bridge.slurm_router import SlurmJobRouter
 
 WID = "workload/ns/uid"
 

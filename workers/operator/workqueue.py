@@ -7,7 +7,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-logger = logging.getLogger("workers.workqueue")
+logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 """(namespace, name) of the object to reconcile."""

@@ -1,4 +1,4 @@
-"""``workers.capacity.FreeNodes``: the local gate of submit's immediate allocation."""
+"""``workers.bridge.capacity.FreeNodes``: the local gate of submit's immediate allocation."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from slinky.clients.slurm import FakeSlurmClient, JobDescMsg, JobWatcher, Node
 from tests.unit.slurm.helpers import fake_cluster
-from workers.capacity import FreeNodes
+from workers.bridge.capacity import FreeNodes
 
 
 class Snapshot:

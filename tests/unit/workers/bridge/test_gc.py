@@ -1,11 +1,11 @@
-"""``workers.gc``: a pass at the interval, or soon after ``collect_soon``."""
+"""``workers.bridge.gc``: a pass at the interval, or soon after ``collect_soon``."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from workers.gc import GarbageCollector
+from workers.bridge.gc import GarbageCollector
 
 
 async def test_collect_soon_runs_a_pass_before_the_interval() -> None:
