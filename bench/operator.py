@@ -106,19 +106,19 @@ def endpoint(method: str, path: str) -> str:
 def operator_child(stats_path: str) -> None:
     """``python -m workers.operator``, unchanged, with three counters written to ``stats_path`` every 50 ms:
     each slurmrestd request by endpoint (at ``SlurmClient._send``: one per HTTP request, retries included),
-    the NodeSetController's ``reconciles``, and its Controllers' ``polls`` and ``job_lists``."""
+    the NodeSetReconciler's ``reconciles``, and its Controllers' ``polls`` and ``job_lists``."""
     import workers.operator.process as op
     from slinky.clients.slurm.client import SlurmClient
-    from workers.operator.nodeset import NodeSetController
+    from workers.operator.nodeset.reconciler import NodeSetReconciler
 
     requests: Counter[str] = Counter()
 
     def source() -> str:
-        """Who asks, by the asyncio task's name in NodeSetController.run: a reconcile (`nodeset-worker-N`), the
+        """Who asks, by the asyncio task's name in the operator's runtime: a reconcile (`NodeSet-worker-N`), the
         shared poll (`node-poll-<Controller>`), or anything else (the scale-in workflows' activities)."""
         task = asyncio.current_task()
         name = task.get_name() if task else ""
-        if name.startswith("nodeset-worker"):
+        if name.startswith("NodeSet-worker"):
             return "reconcile"
         return "poll" if name.startswith("node-poll") else "activities"
 
@@ -134,12 +134,12 @@ def operator_child(stats_path: str) -> None:
 
     SlurmClient._send = counting_send  # type: ignore[method-assign]
 
-    class CountedController(NodeSetController):
+    class CountedController(NodeSetReconciler):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             controllers.append(self)
 
-    setattr(op, "NodeSetController", CountedController)  # noqa: B010 (the name run_operator looks up)
+    setattr(op, "NodeSetReconciler", CountedController)  # noqa: B010 (the name run_operator looks up)
     target, tmp = Path(stats_path), Path(stats_path + ".tmp")
 
     def write() -> None:

@@ -67,16 +67,7 @@ NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
 }
 CLUSTER_RULES: dict[tuple[str, str], set[str]] = {("", "nodes"): {"list", "watch"}}
 OPERATOR_SOURCES = [
-    "workers/operator/process.py",
-    "workers/operator/nodeset.py",
-    "workers/operator/token.py",
-    "workers/operator/slurm_clients.py",
-    "workers/operator/runtime.py",
-    "workers/operator/apply.py",
-    "workers/operator/controller.py",
-    "workers/operator/restapi.py",
-    "workers/operator/accounting.py",
-    "workers/operator/loginset.py",
+    *sorted(str(p.relative_to(REPO)) for p in (REPO / "workers" / "operator").rglob("*.py")),
     "activities/cluster.py",
     "activities/nodeset.py",
     "slinky/clients/events.py",

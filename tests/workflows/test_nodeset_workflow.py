@@ -302,7 +302,7 @@ async def test_force_without_jobs_cancels_once(started: Any) -> None:
 
 async def test_a_pod_condemned_again_after_a_kept_scale_in_gets_a_new_run(env: WorkflowEnvironment) -> None:
     """The operator's start options: join a running scale-in, start a new one after a closed one."""
-    from workers.operator.nodeset import START_OPTIONS
+    from workers.operator.nodeset.reconciler import START_OPTIONS
 
     fake = FakeNodeSet(states=["ALLOCATED"], jobs=[3])
     queue = f"nodeset-{uuid.uuid4().hex[:6]}"

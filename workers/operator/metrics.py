@@ -12,24 +12,29 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from slinky.operator import updates
-from workers.operator.nodeset import NodeSetController, is_terminating, owner_of
-from workers.operator.token import TokenController
+from workers.operator.nodeset.pods import is_terminating
+from workers.operator.nodeset.poll import owner_of
+from workers.operator.nodeset.reconciler import NodeSetReconciler
+from workers.operator.runtime import Runtime
+from workers.operator.token import TokenReconciler
 
 
 class OperatorCollector:
     """Counters and gauges of one operator process."""
 
-    def __init__(self, nodesets: NodeSetController, tokens: TokenController) -> None:
+    def __init__(self, runtime: Runtime, nodesets: NodeSetReconciler, tokens: TokenReconciler) -> None:
+        self.runtime = runtime
         self.nodesets = nodesets
         self.tokens = tokens
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         reconciles = CounterMetricFamily(
             "slinky_operator_reconciles",
-            "Reconciles done. kind: NodeSet, Token; result: ok, error (an error is retried on its own backoff).",
+            "Reconciles done. kind: NodeSet, Token, Controller, RestApi, Accounting, LoginSet; result: ok, error "
+            "(an error is retried on its own backoff).",
             labels=["kind", "result"],
         )
-        for kind, queue in (("NodeSet", self.nodesets.queue), ("Token", self.tokens.queue)):
+        for kind, queue in sorted(self.runtime.queues.items()):
             reconciles.add_metric([kind, "ok"], queue.runs - queue.failed)
             reconciles.add_metric([kind, "error"], queue.failed)
         yield reconciles

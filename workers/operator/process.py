@@ -1,5 +1,6 @@
-"""The operator process: NodeSet reconciler + one Slurm node poll per Controller + the Temporal worker of
-the NodeSet scale-in workflows + the Token reconciler, in one loop (`python -m workers.operator`; docs/operator.md).
+"""The operator process (`python -m workers.operator`; docs/operator.md), in one loop: the controller runtime
+with every reconciler on it (Controller, RestApi, Accounting, LoginSet, NodeSet with its shared Slurm node
+poll per Controller, Token) and the Temporal worker of the scale-in and reconfigure workflows.
 
 With `SLINKY_LEADER_ELECTION__ENABLED=true` only the replica holding Lease `slinky-operator` runs; the
 scale-ins live in Temporal, so a new leader finds them where the old one left them.
@@ -32,17 +33,19 @@ from workers.operator.accounting import AccountingReconciler
 from workers.operator.controller import ControllerReconciler
 from workers.operator.loginset import LoginSetReconciler
 from workers.operator.metrics import OperatorCollector
-from workers.operator.nodeset import NodeSetController
+from workers.operator.nodeset.reconciler import NodeSetReconciler
 from workers.operator.restapi import RestApiReconciler
 from workers.operator.runtime import Runtime
 from workers.operator.slurm_clients import SlurmClients
-from workers.operator.token import TokenController
+from workers.operator.token import TokenReconciler
 from workflows.nodeset import SA_NAMESPACE, SA_NODESET, SA_PHASE, SA_SLURM_NODE, NodeSetScaleInWorkflow
 from workflows.reconfigure import SA_CONTROLLER, ControllerReconfigureWorkflow
 
 logger = logging.getLogger(__name__)
-WATCHES_PER_SCOPE = 13
-"""List+watch streams the operator keeps open per watched namespace (or once, cluster-wide)."""
+WATCHES_PER_SCOPE = 11
+"""List+watch streams the runtime keeps open per watched namespace (or once, cluster-wide), besides the one
+on nodes: Controllers, RestApis, Accountings, LoginSets, NodeSets, Tokens, NodeSet pods, Secrets, ConfigMaps,
+StatefulSets, Deployments (a unit test holds it to the runtime's count)."""
 
 
 async def ensure_search_attributes(temporal: Client) -> None:
@@ -72,23 +75,12 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
     ops = settings.operator
     temporal = await connect_temporal(settings)
     await ensure_search_attributes(temporal)
-    # Every open watch holds a connection of the pool: 13 per watched namespace (the cluster runtime's 9, the
-    # NodeSet controller's 2, the Token controller's 2) and the node watch, plus room for the requests.
+    # Every open watch holds a connection of the pool: WATCHES_PER_SCOPE per watched namespace and the node
+    # watch, plus room for the requests.
     scopes = max(len(ops.namespaces), 1)
     kube = KubeClient.from_kubeconfig(settings.kube.kubeconfig, max_connections=16 + WATCHES_PER_SCOPE * scopes + 1)
     slurm = SlurmClients(kube, ops.rest_url or settings.slurm.rest_url, service_addresses=ops.service_addresses)
     events = EventRecorder(kube)
-    controller = NodeSetController(
-        kube,
-        slurm,
-        temporal,
-        events,
-        task_queue=ops.task_queue,
-        node_poll_seconds=ops.node_poll_seconds,
-        fallback_seconds=ops.scale_in_fallback_seconds,
-        workers=ops.workers,
-        namespaces=ops.namespaces,
-    )
     worker = Worker(
         temporal,
         task_queue=ops.task_queue,
@@ -101,33 +93,46 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
         workflow_runner=SandboxedWorkflowRunner() if settings.worker.sandbox else UnsandboxedWorkflowRunner(),
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
-    tokens = TokenController(kube, events, workers=ops.token_workers, namespaces=ops.namespaces)
-    cluster = Runtime(kube, events, namespaces=ops.namespaces, workers=ops.cluster_workers)
-    cluster.add(ControllerReconciler(cluster, ops, temporal))
-    cluster.add(RestApiReconciler(cluster))
-    cluster.add(AccountingReconciler(cluster, slurm))
-    cluster.add(LoginSetReconciler(cluster))
+    runtime, nodesets, tokens = build_runtime(kube, events, slurm, temporal, settings)
     if settings.telemetry.metrics_port:
         registry = CollectorRegistry(auto_describe=True)
-        registry.register(OperatorCollector(controller, tokens))
+        registry.register(OperatorCollector(runtime, nodesets, tokens))
         telemetry.start_metrics_server(settings.telemetry.metrics_port, settings.telemetry.metrics_address, registry)
-    tasks = [
-        asyncio.create_task(controller.run(), name="nodeset-controller"),
-        asyncio.create_task(tokens.run(), name="token-controller"),
-        asyncio.create_task(cluster.run(), name="cluster-controllers"),
-    ]
+    reconcilers = asyncio.create_task(runtime.run(), name="reconcilers")
     try:
         async with events, worker:
             logger.info("operator running on task queue %s", ops.task_queue)
             await stop.wait()
     finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        reconcilers.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await reconcilers
         await slurm.aclose()
         await kube.aclose()
+
+
+def build_runtime(
+    kube: KubeClient, events: EventRecorder, slurm: SlurmClients, temporal: Client, settings: Settings
+) -> tuple[Runtime, NodeSetReconciler, TokenReconciler]:
+    """The controller runtime with every reconciler of the operator on it (one set of shared watches)."""
+    ops = settings.operator
+    runtime = Runtime(kube, events, namespaces=ops.namespaces, workers=ops.cluster_workers)
+    nodesets = NodeSetReconciler(
+        runtime,
+        slurm,
+        temporal,
+        task_queue=ops.task_queue,
+        node_poll_seconds=ops.node_poll_seconds,
+        fallback_seconds=ops.scale_in_fallback_seconds,
+    )
+    tokens = TokenReconciler(runtime)
+    runtime.add(nodesets, workers=ops.workers)
+    runtime.add(tokens, workers=ops.token_workers)
+    runtime.add(ControllerReconciler(runtime, ops, temporal))
+    runtime.add(RestApiReconciler(runtime))
+    runtime.add(AccountingReconciler(runtime, slurm))
+    runtime.add(LoginSetReconciler(runtime))
+    return runtime, nodesets, tokens
 
 
 async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:

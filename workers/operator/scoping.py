@@ -13,12 +13,13 @@ Obj = dict[str, Any]
 Key = tuple[str, str]
 
 
-def watch_paths(path: str, namespaces: Sequence[str]) -> list[tuple[str | None, str]]:
-    """`(namespace, path)` to watch: `[(None, path)]` unscoped, else the namespaced path of each namespace.
+def watch_paths(path: str, namespaces: Sequence[str], *, cluster_scoped: bool = False) -> list[tuple[str | None, str]]:
+    """`(namespace, path)` to watch: `[(None, path)]` unscoped (or for a cluster-scoped resource, such as
+    nodes), else the namespaced path of each namespace.
 
     `/api/v1/pods` -> `/api/v1/namespaces/<ns>/pods`; `/apis/g/v/nodesets` -> `/apis/g/v/namespaces/<ns>/nodesets`.
     """
-    if not namespaces:
+    if not namespaces or cluster_scoped:
         return [(None, path)]
     base, plural = path.rstrip("/").rsplit("/", 1)
     return [(ns, f"{base}/namespaces/{ns}/{plural}") for ns in dict.fromkeys(namespaces)]
@@ -33,4 +34,4 @@ def replace_synced(cache: dict[Key, Obj], items: Iterable[Obj], namespace: str |
     for key in [k for k in cache if namespace is None or k[0] == namespace]:
         del cache[key]
     for obj in items:
-        cache[(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+        cache[(obj["metadata"].get("namespace", ""), obj["metadata"]["name"])] = obj

@@ -1,10 +1,10 @@
 """The Token reconciler: each Token's HS256 JWT kept fresh in a Secret (rules: `slinky.operator.tokens`).
 
-Inputs, each feeding one per-object work queue (a Token is reconciled by one worker at a time; a failing one
-is retried with its own backoff and never blocks the others):
+It runs on the operator's controller runtime (``runtime``), whose work queue reconciles a Token on one worker at
+a time (a failing one is retried with its own backoff and never blocks the others). Inputs:
 
-* a watch on Tokens;
-* a watch on Secrets: a change to a Secret that a Token signs with (`jwtKeyRef`), writes to (`secretRef`) or
+* the watch on Tokens;
+* the shared watch on Secrets: a change to a Secret that a Token signs with (`jwtKeyRef`), writes to (`secretRef`) or
   owns wakes that Token, so a rotated key is re-minted at once and a deleted or edited token Secret is made
   again;
 * one timer per Token, set to its JWT's next refresh (80 % of the lifetime): no fixed polling.
@@ -18,8 +18,6 @@ carries the Secret's resourceVersion, so two operator replicas never overwrite e
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -28,20 +26,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from slinky.clients.errors import KubeConflict, KubeNotFound, KubeRejected
-from slinky.clients.events import EventRecorder
-from slinky.clients.kube import KubeClient, rfc3339
+from slinky.clients.kube import rfc3339
 from slinky.clients.slurm import jwt
 from slinky.operator import tokens
 from slinky.operator.api.token import Token
-from workers.operator.scoping import replace_synced, watch_paths
-from workers.operator.workqueue import Key, WorkQueue
+from workers.operator.runtime import Runtime, Watch, set_condition
+from workers.operator.workqueue import Key
 
 logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 TOKENS = "/apis/slinky.slurm.net/v1beta1/tokens"
 SECRETS = "/api/v1/secrets"
-COMPONENT = "slurm-operator"
 READY = "Ready"
 CONFLICT_RETRY_SECONDS = 0.2
 """A write that lost a race (another replica wrote first) is judged again on the object as it is now."""
@@ -66,84 +62,19 @@ def referenced_secrets(token: Obj) -> set[str]:
     return {str(n) for n in names if n}
 
 
-class TokenController:
-    """Watches, per-Token refresh timers, the work queue and the reconcile."""
+class TokenReconciler:
+    """The Token reconciler on the operator's runtime: its watches, per-Token refresh timers and reconcile."""
 
-    def __init__(
-        self,
-        kube: KubeClient,
-        events: EventRecorder,
-        *,
-        workers: int = 2,
-        clock: Callable[[], float] = time.time,
-        namespaces: Sequence[str] = (),
-    ) -> None:
-        self.kube = kube
-        self.namespaces = tuple(namespaces)
-        self.events = events
-        self.workers = workers
+    kind = "Token"
+    primary = TOKENS
+
+    def __init__(self, runtime: Runtime, *, clock: Callable[[], float] = time.time) -> None:
+        self.runtime = runtime
+        self.kube = runtime.kube
+        self.tokens = runtime.caches.of(TOKENS)
         self.clock = clock
-        self.queue = WorkQueue()
-        self.tokens: dict[Key, Obj] = {}
-        self.timers: dict[Key, asyncio.TimerHandle] = {}
-        self.synced = asyncio.Event()
-        self.reconciles = 0
         self.mints = 0
-        self._false_seen: dict[Key, str] = {}
-
-    # ------------------------------------------------------------------------------------ run
-    async def run(self) -> None:
-        tasks = [
-            *(
-                asyncio.create_task(self._watch_tokens(ns, path), name=f"watch-tokens-{ns or 'all'}")
-                for ns, path in watch_paths(TOKENS, self.namespaces)
-            ),
-            *(
-                asyncio.create_task(self._watch_secrets(path), name=f"watch-token-secrets-{ns or 'all'}")
-                for ns, path in watch_paths(SECRETS, self.namespaces)
-            ),
-            *(
-                asyncio.create_task(self.queue.serve(self.reconcile, "Token"), name=f"token-worker-{i}")
-                for i in range(self.workers)
-            ),
-        ]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for handle in self.timers.values():
-                handle.cancel()
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-
-    async def _watch_tokens(self, namespace: str | None, path: str) -> None:
-        async for kind, obj in self.kube.list_watch(path):
-            if kind == "SYNC":
-                replace_synced(self.tokens, obj["items"], namespace)
-                for key in list(self.timers):
-                    if key not in self.tokens:
-                        self._cancel_timer(key)
-                for key in self.tokens:
-                    self.queue.add(key)
-                self.synced.set()
-                continue
-            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-            if kind == "DELETED":
-                self.tokens.pop(key, None)
-                self._cancel_timer(key)
-                self._false_seen.pop(key, None)
-            else:
-                self.tokens[key] = obj
-                self.queue.add(key)
-
-    async def _watch_secrets(self, path: str) -> None:
-        async for kind, obj in self.kube.list_watch(path):
-            if kind == "SYNC":
-                continue  # the Token listing queues every Token
-            for key in self.tokens_using(obj):
-                self.queue.add(key)
+        self.watches: Sequence[Watch] = (Watch(SECRETS, self.tokens_using),)
 
     def tokens_using(self, secret: Obj) -> set[Key]:
         """The Tokens a Secret event concerns: those naming it (key or target) and the one owning it."""
@@ -157,18 +88,14 @@ class TokenController:
 
     # ------------------------------------------------------------------------------------ timers
     def _schedule(self, key: Key, at: float) -> None:
-        """One timer per Token, at its next refresh; a newer one replaces it."""
-        self._cancel_timer(key)
-        delay = max(at - self.clock(), 0.05)
-        self.timers[key] = asyncio.get_running_loop().call_later(delay, self.queue.add, key)
+        """One timer per Token, at its next refresh; a newer one replaces it (no fixed polling)."""
+        self.runtime.requeue_later(self.kind, key, max(at - self.clock(), 0.05), replace=True)
 
     def _cancel_timer(self, key: Key) -> None:
-        if handle := self.timers.pop(key, None):
-            handle.cancel()
+        self.runtime.cancel_requeue(self.kind, key)
 
     # ------------------------------------------------------------------------------------ reconcile
     async def reconcile(self, key: Key) -> None:
-        self.reconciles += 1
         raw = self.tokens.get(key)
         if raw is None or raw["metadata"].get("deletionTimestamp"):
             self._cancel_timer(key)
@@ -192,7 +119,7 @@ class TokenController:
             await self._status(key, raw, ("False", problem.reason, problem.message))
             return
         except KubeConflict:  # another writer was first: judge the Secret as it is now
-            self.queue.add_later(key, CONFLICT_RETRY_SECONDS)
+            self.runtime.requeue_later(self.kind, key, CONFLICT_RETRY_SECONDS, replace=True)
             return
         if verdict.action in ("create", "mint") and issued_at is not None:
             refresh_at = tokens.next_refresh(plan, issued_at)
@@ -250,58 +177,14 @@ class TokenController:
         new posts a Warning Event on the Token."""
         status_, reason, message = condition
         current = raw.get("status") or {}
-        old = {c.get("type"): c for c in current.get("conditions") or []}
-        prev = old.get(READY)
-        changed = prev is None or prev.get("status") != status_ or prev.get("reason") != reason
-        ready = {
-            "type": READY,
-            "status": status_,
-            "reason": reason,
-            "message": message[:32768],
-            "lastTransitionTime": prev["lastTransitionTime"] if prev and not changed else rfc3339(),
-            "observedGeneration": raw["metadata"].get("generation", 0),
-        }
+        generation = int(raw["metadata"].get("generation") or 0)
         if status_ == "False":
-            seen = f"{reason}:{message}"
-            stored = prev is not None and prev.get("status") == "False" and prev.get("reason") == reason
-            if not stored and self._false_seen.get(key) != seen:
-                self._event(key, raw, reason, message)
-            self._false_seen[key] = seen
+            self.runtime.warn_once(raw, reason, message)
         else:
-            self._false_seen.pop(key, None)
-        status: Obj = {"conditions": sorted([*(c for t, c in old.items() if t != READY), ready], key=_type)}
+            self.runtime.clear_warnings(raw)
+        status: Obj = {
+            "conditions": set_condition(current.get("conditions") or [], READY, status_, reason, message, generation)
+        }
         if issued_at is not None:
             status["issuedAt"] = rfc3339(issued_at)
-        if all(current.get(k) == v for k, v in status.items()):
-            return
-        with contextlib.suppress(KubeNotFound):
-            await self.kube.patch(token_path(key[0], key[1], "status"), {"status": status}, decode=False)
-
-    def _event(self, key: Key, raw: Obj, reason: str, message: str) -> None:
-        now = rfc3339()
-        self.events.record(
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"generateName": f"{key[1]}.", "namespace": key[0]},
-                "involvedObject": {
-                    "apiVersion": "slinky.slurm.net/v1beta1",
-                    "kind": "Token",
-                    "namespace": key[0],
-                    "name": key[1],
-                    "uid": raw["metadata"].get("uid", ""),
-                },
-                "reason": reason,
-                "message": message[:1024],
-                "type": "Warning",
-                "source": {"component": COMPONENT},
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "reportingComponent": COMPONENT,
-                "count": 1,
-            }
-        )
-
-
-def _type(condition: Obj) -> str:
-    return str(condition.get("type", ""))
+        await self.runtime.write_status(token_path(*key), raw, status)

@@ -34,17 +34,22 @@ class WorkQueue:
             self._queued.add(key)
             self._queue.put_nowait(key)
 
-    def add_later(self, key: Key, seconds: float) -> None:
-        """Add ``key`` in ``seconds``. One timer per key, the earliest kept (as client-go's delaying queue): a
-        reconcile that asks again each time it runs never piles up timers."""
+    def add_later(self, key: Key, seconds: float, *, replace: bool = False) -> None:
+        """Add ``key`` in ``seconds``. One timer per key, the earliest kept (as client-go's delaying queue), or
+        this one with ``replace`` (a Token's next refresh): a reconcile that asks again each time it runs never
+        piles up timers."""
         loop = asyncio.get_running_loop()
         due = loop.time() + seconds
         held = self._timers.get(key)
         if held is not None:
-            if held[0] <= due:
+            if held[0] <= due and not replace:
                 return
             held[1].cancel()
         self._timers[key] = (due, loop.call_later(seconds, self._fire, key))
+
+    def cancel_later(self, key: Key) -> None:
+        if held := self._timers.pop(key, None):
+            held[1].cancel()
 
     def _fire(self, key: Key) -> None:
         self._timers.pop(key, None)

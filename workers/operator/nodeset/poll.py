@@ -1,0 +1,154 @@
+"""The shared Slurm node poll: one loop per Controller (``GET nodes`` every ``node_poll_seconds``; the job list
+only while a node of ours is busy, or was), for every NodeSet and every scale-in of that Controller. A node
+that changed wakes the NodeSets of its pods and signals the scale-in workflow that holds its pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
+
+from slinky import wellknown
+from slinky.clients.errors import KubeError, SlurmError
+from slinky.operator import slurm_state, updates
+from slinky.operator.models import ControllerKey, SlurmNodeView
+from workers.operator.runtime import Runtime
+from workers.operator.slurm_clients import ControllerProblem, SlurmClients
+from workers.operator.workqueue import Key
+
+Obj = dict[str, Any]
+
+
+def hostname_of(pod: Obj) -> str:
+    return str(pod.get("spec", {}).get("hostname") or pod["metadata"]["name"])
+
+
+def scale_in_key(pod: Obj) -> tuple[str, str, str]:
+    """(namespace, Controller, Slurm node name) of a NodeSet pod: the node poll that may signal its scale-in."""
+    meta = pod["metadata"]
+    return (meta["namespace"], (meta.get("labels") or {}).get(wellknown.LABEL_CLUSTER, ""), hostname_of(pod))
+
+
+def owner_of(pod: Obj) -> Key | None:
+    """The NodeSet that controls the pod."""
+    for ref in pod.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("kind") == "NodeSet" and ref.get("controller"):
+            return (pod["metadata"]["namespace"], ref["name"])
+    return None
+
+
+@dataclass
+class ControllerPoll:
+    """The node view of one Controller's Slurm, refreshed by one poll loop."""
+
+    nodes: dict[str, SlurmNodeView] = field(default_factory=dict)
+    synced: bool = False
+    error: str = ""
+    polls: int = 0
+    job_lists: int = 0
+    missing_since: dict[str, float] = field(default_factory=dict)
+    """NodeSet pod hostnames absent from Slurm, since when (monotonic): drift repair waits a grace period."""
+
+
+class NodePolls:
+    """The poll loops, one per Controller, started on first use and stopped with the runtime."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        slurm: SlurmClients,
+        temporal: Client,
+        pods: dict[Key, Obj],
+        wake: Callable[[Key], None],
+        *,
+        interval: float = 1.0,
+    ) -> None:
+        self.runtime = runtime
+        self.slurm = slurm
+        self.temporal = temporal
+        self.pods = pods
+        self.wake = wake
+        self.interval = interval
+        self.polls: dict[Key, ControllerPoll] = {}
+
+    def ensure(self, controller: ControllerKey) -> ControllerPoll:
+        key = (controller.namespace, controller.name)
+        if key not in self.polls:
+            self.polls[key] = ControllerPoll()
+            self.runtime.spawn(self._poll(controller), name=f"node-poll-{key[1]}")
+        return self.polls[key]
+
+    async def _poll(self, controller: ControllerKey) -> None:
+        state = self.polls[(controller.namespace, controller.name)]
+        while True:
+            started = time.monotonic()
+            try:
+                slurm = await self.slurm.client(controller)
+                listed = await slurm.list_nodes()
+                state.polls += 1
+                ours = self._hostnames(controller)
+                jobs: dict[str, slurm_state.NodeJobs] = {}
+                # The job list only while a node of ours is busy (or was, to see its jobs end): idle, one call.
+                if any(n.name in ours and slurm_state.is_busy(n.state) for n in listed) or any(
+                    v.jobs for v in state.nodes.values()
+                ):
+                    jobs = slurm_state.jobs_by_node((await slurm.list_jobs()).jobs)
+                    state.job_lists += 1
+                fresh = {}
+                for n in listed:
+                    held = jobs.get(n.name) if n.name in ours else None
+                    fresh[n.name] = SlurmNodeView(
+                        name=n.name,
+                        states=list(n.state),
+                        reason=n.reason,
+                        jobs=held.ids if held else [],
+                        deadline=held.deadline_text() if held else "",
+                    )
+                changed = [n for n in fresh if n not in state.nodes or state.nodes[n] != fresh[n]]
+                vanished = [n for n in state.nodes if n not in fresh]
+                state.nodes, state.synced, state.error = fresh, True, ""
+                await self._node_changes(controller, changed, vanished, fresh)
+            except (SlurmError, ControllerProblem, KubeError) as err:
+                state.error = str(err)
+            await asyncio.sleep(max(self.interval - (time.monotonic() - started), 0.05))
+
+    async def _node_changes(
+        self, controller: ControllerKey, changed: list[str], vanished: list[str], fresh: dict[str, SlurmNodeView]
+    ) -> None:
+        """Wake the NodeSets of the pods on changed nodes, and signal each scale-in that holds one of this
+        Controller's pods (found on the pod: a restarted operator signals the scale-ins it did not start; a
+        node `cpu-0` of another Controller is never mistaken for it)."""
+        touched = {name: fresh[name] for name in changed}
+        touched.update({name: SlurmNodeView(name=name, exists=False) for name in vanished})
+        if not touched:
+            return
+        for pod in list(self.pods.values()):
+            view = touched.get(hostname_of(pod))
+            if view is None:
+                continue
+            if owner := owner_of(pod):
+                self.wake(owner)
+            if (wf := updates.held_by(pod)) and scale_in_key(pod)[:2] == (controller.namespace, controller.name):
+                await self.signal(wf, "node_state", view)
+
+    def _hostnames(self, controller: ControllerKey) -> set[str]:
+        """The Slurm node names of the NodeSet pods of this Controller."""
+        return {
+            hostname_of(p) for p in self.pods.values() if scale_in_key(p)[:2] == (controller.namespace, controller.name)
+        }
+
+    async def signal(self, wf: str, signal: str, arg: Any = None) -> None:
+        """Signal a scale-in; one that already ended (or a Temporal hiccup) is left to its fallback check."""
+        handle: WorkflowHandle[Any, Any] = self.temporal.get_workflow_handle(wf)
+        with contextlib.suppress(RPCError):
+            if arg is None:
+                await handle.signal(signal)
+            else:
+                await handle.signal(signal, arg)
