@@ -32,7 +32,7 @@ def add_parser(sub: Any) -> None:
         help="run a command inside a daemon pod (its network, mounts and hostname, the Slurm rootfs): "
         "what `kubectl exec` does on a real node",
     )
-    run.add_argument("-n", "--namespace", default="default")
+    run.add_argument("-n", "--namespace", default=None, help="the pod's namespace (default: any namespace)")
     run.add_argument("pod")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
     run.set_defaults(handler=_exec)
@@ -66,10 +66,16 @@ def _exec(args: argparse.Namespace) -> int:
     if not command:
         print("slinky dev exec: give a command after --", file=sys.stderr)
         return 2
-    argv = slurmd_runtime.exec_argv(stack.slurmd_pods_dir(), stack.slurm_root(), args.namespace, args.pod, command)
+    pod = args.pod.removeprefix("pod/").removeprefix("pods/")
+    try:
+        argv = slurmd_runtime.exec_argv(stack.slurmd_pods_dir(), stack.slurm_root(), args.namespace, pod, command)
+    except ValueError as err:
+        print(f"slinky dev exec: {err}", file=sys.stderr)
+        return 2
     if argv is None:
+        where = f"{args.namespace}/{pod}" if args.namespace else pod
         print(
-            f"slinky dev exec: pod {args.namespace}/{args.pod} runs no daemon here (only pods whose container is "
+            f"slinky dev exec: pod {where} runs no daemon here (only pods whose container is "
             "slurmd, slurmctld, slurmrestd, slurmdbd, login or sackd run as processes)",
             file=sys.stderr,
         )

@@ -264,14 +264,14 @@ def _login_pod(env: dict[str, str]) -> str:
 
 
 class _Login:
-    """Slurm commands from the managed cluster's login pod: `slinky dev exec -n slinky <pod> -- CMD` (what
-    `kubectl exec` does on a real node)."""
+    """Slurm commands from the managed cluster's login pod: `kubectl exec -n slinky <pod> -- CMD` (served by the
+    node agent's kubelet endpoint)."""
 
     def __init__(self, env: dict[str, str], slinky: list[str], pod: str) -> None:
         self.env, self.slinky, self.pod = env, slinky, pod
 
     def run(self, *command: str, check: bool = True) -> str:
-        return _sh(self.env, *self.slinky, "dev", "exec", "-n", NS, self.pod, "--", *command, check=check)
+        return _sh(self.env, "kubectl", "exec", "-n", NS, self.pod, "--", *command, check=check)
 
     def job(self, job: str, field: str) -> str:
         """A field of `scontrol show job` (JobState, NodeList, ...); "" when Slurm does not answer."""
@@ -306,7 +306,7 @@ def _cluster_up(env: dict[str, str]) -> str:
 
 def _jobs_wait_for_nodes(env: dict[str, str], login: _Login) -> int:
     """Two 2-node jobs wait on the 1-node NodeSet; scaled to 2, both run, and sacct has them."""
-    print(f"$ slinky dev exec -n {NS} {login.pod} -- sinfo")
+    print(f"$ kubectl exec -n {NS} {login.pod} -- sinfo")
     if not _wait("cpu-0 idle", lambda: "idle" in login.run("sinfo", "-h", "-o", "%t", check=False), 30, CLUSTER_LOGS):
         return 1
     print(login.run("sinfo"), end="")
@@ -406,7 +406,7 @@ def managed_cluster_scenario(env: dict[str, str], slinky: list[str]) -> int:
         """'{"spec":{"extraConf":"SchedulerParameters=batch_sched_delay=0,sched_interval=1\\nMaxJobCount=5000"}}'"""
     )
     print(f"  kubectl logs -n {NS} slurm-controller-0   # slurmctld's log")
-    print(f"  slinky dev exec -n {NS} {pod} -- squeue   # any Slurm command, from the login pod")
+    print(f"  kubectl exec -it -n {NS} {pod} -- bash   # a shell on the login pod: sinfo, squeue, sbatch...")
     return 0
 
 
@@ -480,7 +480,7 @@ def bridge_scenario(env: dict[str, str]) -> int:
     print(f'  and the managed cluster: {ui}/namespaces/default/workflows  (search: SlinkyNamespace="{NS}")')
     print(f"source {stack.STATE / 'env'}   # then kubectl, temporal and slinky work from your shell")
     print("kubectl delete pod -n slurm-bridge pause-pod   # ends the lifecycle: job cancelled, finalizer removed")
-    print(f"kubectl get pods -n {NS}   # the managed cluster (deploy/examples/slurm-cluster.yaml): slinky dev exec")
+    print(f"kubectl get pods -n {NS}   # the managed cluster (deploy/examples/slurm-cluster.yaml): kubectl exec")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The kubelet's log endpoint for the development stack: what ``kubectl logs`` reaches through the apiserver.
+"""The kubelet's log endpoint for the development stack: what ``kubectl logs`` reaches through the apiserver (and,
+through ``kubelet_exec``, what ``kubectl exec`` reaches).
 
 No kubelet runs in the development stack; the node agent plays it for Node objects and runs some pods as real
 processes whose output goes to log files. ``kubectl logs POD`` makes kube-apiserver call the pod's node::
@@ -57,6 +58,8 @@ from pathlib import Path
 from typing import BinaryIO, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from slinky.dev import kubelet_exec
+
 log = logging.getLogger(__name__)
 
 Lookup = Callable[[str, str, str], Path | None]
@@ -79,6 +82,7 @@ _REASONS: Final = {
     404: "Not Found",
     405: "Method Not Allowed",
     422: "Unprocessable Entity",
+    403: "Forbidden",
     500: "Internal Server Error",
 }
 
@@ -361,6 +365,7 @@ class _Config:
     running: Running | None
     poll_interval: float
     server: asyncio.Server | None = None
+    exec_argv: kubelet_exec.ArgvFor | None = None
 
 
 def _log_path(config: _Config, request: LogRequest) -> Path:
@@ -458,17 +463,23 @@ async def _follow(
             await hangup
 
 
-async def _read_head(reader: asyncio.StreamReader) -> tuple[str, str] | None:
-    """(method, target) of the request, or None when the client went away or sent garbage."""
+async def _read_head(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, list[str]]] | None:
+    """(method, target, headers by lower-case name) of the request, or None when the client went away or sent
+    garbage."""
     try:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HEAD_TIMEOUT)
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError, ssl.SSLError):
         return None
-    request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
-    parts = request_line.split(" ")
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/"):
         return None
-    return parts[0], parts[1]
+    headers: dict[str, list[str]] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers.setdefault(name.strip().lower(), []).append(value.strip())
+    return parts[0], parts[1], headers
 
 
 async def _handle(config: _Config, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -476,8 +487,16 @@ async def _handle(config: _Config, reader: asyncio.StreamReader, writer: asyncio
         head = await _read_head(reader)
         if head is None:
             return
-        method, target = head
+        method, target, headers = head
         try:
+            if urlsplit(target).path.startswith("/exec/") and method in ("GET", "POST"):
+                if config.exec_argv is None:
+                    raise LogError(404, "exec is not served by this node")
+                try:
+                    await kubelet_exec.serve_exec(reader, writer, target, headers, config.exec_argv)
+                except kubelet_exec.ExecError as e:
+                    raise LogError(e.status, e.message) from e
+                return
             if method != "GET":
                 raise LogError(405, "Method Not Allowed")
             if urlsplit(target).path == "/healthz":
@@ -561,14 +580,18 @@ async def serve(
     previous: Lookup | None = None,
     running: Running | None = None,
     poll_interval: float = POLL_INTERVAL,
+    exec_argv: kubelet_exec.ArgvFor | None = None,
 ) -> asyncio.Server:
-    """Start serving ``/containerLogs`` and ``/healthz`` over TLS on host:port; close the returned server to stop.
+    """Start serving ``/containerLogs``, ``/exec`` (with ``exec_argv``: ``kubectl exec``, see
+    ``kubelet_exec``) and ``/healthz`` over TLS on host:port; close the returned server to stop.
 
     ``previous`` answers ``previous=true``; ``running`` lets a ``follow`` end when the container stops. Closing
     the server also ends the follows in progress (within one poll interval).
     """
     cert, key = await asyncio.to_thread(ensure_certificate, cert_dir, _hosts(host))
-    config = _Config(lookup=lookup, previous=previous, running=running, poll_interval=poll_interval)
+    config = _Config(
+        lookup=lookup, previous=previous, running=running, poll_interval=poll_interval, exec_argv=exec_argv
+    )
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _handle(config, reader, writer)

@@ -44,7 +44,7 @@ from typing import Any, Final
 from slinky import wellknown
 from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeUnavailable
 from slinky.clients.kube import KubeClient, load_kubeconfig, micro_time, rfc3339
-from slinky.dev import kubelet_server, launch, pod_volumes
+from slinky.dev import kubelet_server, launch, pod_volumes, slurmd_runtime
 from slinky.dev.slurmd_pods import SlurmdPods
 from slinky.dev.slurmd_runtime import SlurmdRuntime
 from slinky.dev.slurmd_spec import BRIDGE_ADDRESS, slurmd_container
@@ -529,6 +529,7 @@ class NodeAgent:
                 daemons.kubelet_port,
                 daemons.state_dir / "kubelet",
                 running=self._log_running,
+                exec_argv=self._exec_argv,
             )
             log.info("kubelet log endpoint on 127.0.0.1:%d (kubectl logs)", daemons.kubelet_port)
         tasks = [
@@ -651,6 +652,15 @@ class NodeAgent:
                 "no log (only containers named slurmd, slurmctld, slurmrestd, slurmdbd, login or sackd run)",
             )
         return self._slurmd.runtime.log_file(record)
+
+    def _exec_argv(self, namespace: str, name: str, container: str, command: list[str]) -> list[str] | None:
+        """``kubectl exec``: the argv that runs ``command`` in a daemon pod's namespaces and the Slurm rootfs (as
+        ``slinky dev exec``); None for a pod or container that runs no process here."""
+        pod = self._pods.get((namespace, name))
+        if pod is None or self._slurmd is None or (slurmd_container(pod) or {}).get("name") != container:
+            return None
+        runtime = self._slurmd.runtime
+        return slurmd_runtime.exec_argv(runtime.state_dir, runtime.root, namespace, name, command)
 
     def _log_running(self, namespace: str, name: str, container: str) -> bool:
         pod = self._pods.get((namespace, name))

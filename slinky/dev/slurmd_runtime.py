@@ -589,13 +589,23 @@ class SlurmdRuntime:
         return next((dict(n) for n in nodes if n.get("name") == hostname), None)
 
 
-def exec_argv(state_dir: Path, root: Path, namespace: str, name: str, command: list[str]) -> list[str] | None:
+def exec_argv(state_dir: Path, root: Path, namespace: str | None, name: str, command: list[str]) -> list[str] | None:
     """``slinky dev exec``: the argv that runs ``command`` in a running daemon pod's network, mount and UTS
-    namespaces, chrooted into the Slurm rootfs with a clean environment; None when no such pod runs here."""
+    namespaces, chrooted into the Slurm rootfs with a clean environment; None when no such pod runs here.
+
+    Without a namespace, the pod is found by name in any namespace.
+
+    Raises:
+        ValueError: No namespace given and pods of that name run in more than one.
+    """
     pods, _ = read_state(state_dir)
-    record = next((p for p in pods.values() if (p.namespace, p.name) == (namespace, name) and p.alive()), None)
-    if record is None:
+    running = [p for p in pods.values() if p.name == name and p.alive() and namespace in (None, p.namespace)]
+    if len(running) > 1:
+        where = ", ".join(sorted(p.namespace for p in running))
+        raise ValueError(f"pods named {name} run in namespaces {where}: give one with -n")
+    if not running:
         return None
+    record = running[0]
     return [
         *("nsenter", "--target", str(record.pid), "--net", "--mount", "--uts", "--"),
         *("chroot", str(root), "/usr/bin/env", "-i", CHROOT_PATH, "HOME=/root", "TERM=dumb"),

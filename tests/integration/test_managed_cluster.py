@@ -312,6 +312,34 @@ def test_accounting_and_a_login_pod(kube: Kube, cluster: str, dev_env: dict[str,
     )
 
 
+def test_kubectl_exec_into_a_login_pod(kube: Kube, cluster: str, dev_env: dict[str, str]) -> None:
+    """`kubectl exec` through the apiserver to the node agent's kubelet endpoint (SPDY, protocol v4): Slurm's
+    commands from a login pod, stdin, and the command's exit code as kubectl's."""
+    ns = cluster
+    login = login_pod(kube, ns)
+    env = {**os.environ, "KUBECONFIG": dev_env["KUBECONFIG"]}
+
+    def kubectl_exec(*command: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        flags = ["-i"] if stdin is not None else []
+        return subprocess.run(
+            ["kubectl", "exec", *flags, "-n", ns, login, "--", *command],
+            input=stdin,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    sinfo = kubectl_exec("sinfo", "-h", "-o", "%P %N")
+    assert sinfo.returncode == 0 and "cpu-[0-1]" in sinfo.stdout, sinfo.stderr
+    job = kubectl_exec("sbatch", "--parsable", "-N1", "--wrap", "sleep 1").stdout.strip()
+    assert job.isdigit()
+    assert job in kubectl_exec("squeue", "-h", "-o", "%i").stdout or job_state(ns, job) == "COMPLETED"
+    failed = kubectl_exec("sh", "-c", "echo to-stderr >&2; exit 7")
+    assert failed.returncode == 7 and "to-stderr" in failed.stderr
+    assert kubectl_exec("cat", stdin="through stdin\n").stdout == "through stdin\n"
+
+
 def test_a_loginset_scales_to_zero_and_back(kube: Kube, cluster: str, dev_env: dict[str, str]) -> None:
     ns = cluster
     objects = client.CustomObjectsApi(kube.api)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -241,3 +242,27 @@ def test_an_unbound_claim_of_no_class_gets_a_pre_bound_host_path_volume() -> Non
     assert pod_volumes.provision({**claim, "spec": {**claim["spec"], "volumeName": "x"}}, "/s") is None
     assert pod_volumes.provision({**claim, "spec": {**claim["spec"], "storageClassName": "fast"}}, "/s") is None
     assert pod_volumes.provision({**claim, "status": {"phase": "Bound"}}, "/s") is None
+
+
+def test_dev_exec_finds_a_pod_by_name_in_any_namespace(tmp_path: Path) -> None:
+    """`slinky dev exec POD -- CMD` (no -n) finds the pod in whichever namespace runs it; two of one name ask
+    for -n; a namespace given picks that one."""
+    import os
+
+    from slinky.dev import slurmd_runtime as rt
+
+    me = rt.start_time(os.getpid())
+    pods = {
+        "u1": rt.PodProcess("u1", "slinky", "login-1", "login-1", 1, os.getpid(), me),
+        "u2": rt.PodProcess("u2", "a", "slurm-controller-0", "c", 2, os.getpid(), me),
+        "u3": rt.PodProcess("u3", "b", "slurm-controller-0", "c", 3, os.getpid(), me),
+        "u4": rt.PodProcess("u4", "b", "gone", "g", 4, 0, ""),
+    }
+    rt.write_state(tmp_path, pods, 4)
+    argv = rt.exec_argv(tmp_path, Path("/root"), None, "login-1", ["sinfo"])
+    assert argv is not None and argv[argv.index("--target") + 1] == str(os.getpid()) and argv[-1] == "sinfo"
+    with pytest.raises(ValueError, match="namespaces a, b"):
+        rt.exec_argv(tmp_path, Path("/root"), None, "slurm-controller-0", ["sinfo"])
+    assert rt.exec_argv(tmp_path, Path("/root"), "b", "slurm-controller-0", ["sinfo"]) is not None
+    assert rt.exec_argv(tmp_path, Path("/root"), None, "gone", ["sinfo"]) is None
+    assert rt.exec_argv(tmp_path, Path("/root"), "other", "login-1", ["sinfo"]) is None
