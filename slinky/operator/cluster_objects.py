@@ -243,6 +243,39 @@ def _metadata(owner: ClusterObject, name: str, labels: Mapping[str, str], annota
 # Merging the user's container and pod template (upstream `common.BuildContainer`, `common.BuildPodTemplate`).
 
 
+class MissingImage(ValueError):
+    """A daemon's container names no image: the operator picks none (upstream's chart sets one per component)."""
+
+
+_DAEMON_FIELDS: dict[str, str] = {
+    "Controller": "slurmctld",
+    "RestApi": "slurmrestd",
+    "Accounting": "slurmdbd",
+    "LoginSet": "login",
+}
+
+
+def image_problem(obj: Controller | RestApi | Accounting | LoginSet) -> str | None:
+    """What is wrong with the image of the object's daemon container, or None (checked before anything is made,
+    so a pod that could never start is named on the object instead of failing in its StatefulSet)."""
+    field = _DAEMON_FIELDS[obj.kind]
+    container: Mapping[str, Any] = getattr(obj.spec, field) or {}
+    if container.get("image"):
+        return None
+    return f"spec.{field}.image is required (the {field} image; the operator picks none)"
+
+
+def _daemon_container(base: Obj, obj: Controller | RestApi | Accounting | LoginSet) -> Obj:
+    """`_container` for the object's daemon container, which must name its image.
+
+    Raises:
+        MissingImage: It names none.
+    """
+    if problem := image_problem(obj):
+        raise MissingImage(problem)
+    return _container(base, getattr(obj.spec, _DAEMON_FIELDS[obj.kind]))
+
+
 def _container(base: Obj, overlay: Mapping[str, Any]) -> Obj:
     """`base` with the user's container merged in: `pods._merge_container` (the user's fields win except the
     name; env and volumeMounts merged by name), plus upstream's rules for two fields it treats as mergeable:
@@ -571,7 +604,7 @@ def _slurmctld_container(controller: Controller) -> Obj:
             _mount(LOGFILE_VOLUME, slurmconf.SLURM_LOG_DIR),
         ],
     }
-    return _container(base, controller.spec.slurmctld)
+    return _daemon_container(base, controller)
 
 
 def workers_service(controller: Controller) -> Obj:
@@ -694,7 +727,7 @@ def restapi_deployment(restapi: RestApi, controller: Controller, has_accounting:
         "securityContext": security,
         "volumeMounts": [_mount(SLURM_ETC_VOLUME, slurmconf.SLURM_ETC_DIR, read_only=True)],
     }
-    container = _container(base, restapi.spec.slurmrestd)
+    container = _daemon_container(base, restapi)
     container["args"] = [*container.get("args", []), f"0.0.0.0:{slurmconf.SLURMRESTD_PORT}"]
     config = {
         "configMap": {
@@ -812,7 +845,7 @@ def accounting_statefulset(accounting: Accounting, *, config_hash: str | None = 
     }
     pod_spec: Obj = {
         "automountServiceAccountToken": False,
-        "containers": [_container(base, accounting.spec.slurmdbd)],
+        "containers": [_daemon_container(base, accounting)],
         "securityContext": pod_security,
         "volumes": [_projected(SLURM_ETC_VOLUME, 0o600, sources), _memory_dir(PIDFILE_VOLUME)],
     }
@@ -909,7 +942,7 @@ def loginset_deployment(loginset: LoginSet, controller: Controller, *, cluster_d
     pod_spec: Obj = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "containers": [_container(base, loginset.spec.login)],
+        "containers": [_daemon_container(base, loginset)],
         "dnsConfig": {"searches": [search]},
         "volumes": [
             _projected(SLURM_ETC_VOLUME, 0o600, [_secret_source(slurm_key, SLURM_KEY_FILE)]),

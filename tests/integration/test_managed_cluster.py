@@ -5,6 +5,7 @@ reaches slurmctld. One cluster for the module (its own namespace and operator), 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -588,3 +589,110 @@ def test_mariadb_down_loses_no_accounting_record(kube: Kube, cluster: str) -> No
         f"sacct lists job {job} once MariaDB is back",
     )
     wait_for(lambda: ready().get("status") == "True", 40, "Ready=True once the database is back")
+
+
+def test_a_managed_controller_on_an_external_accounting_beside_the_managed_one(
+    kube: Kube, cluster: str, dev_env: dict[str, str]
+) -> None:
+    """Hybrid: a second managed Controller whose Accounting is external (`external: true`, `externalConfig`:
+    here the first cluster's slurmdbd, reached as any external slurmdbd would be). Its jobs are recorded there,
+    beside the first cluster's, and both clusters keep running."""
+    ns = cluster
+    keys = {
+        "slurmKeyRef": {"name": "slurm-auth-slurm", "key": "slurm.key"},
+        "jwtKeyRef": {"name": "slurm-auth-jwt", "key": "jwt.key"},
+    }
+    hybrid: list[dict[str, Any]] = [
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Accounting",
+            "metadata": {"name": "ext"},
+            "spec": {"external": True, "externalConfig": {"host": "slurm-accounting", "port": 6819}},
+        },
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Controller",
+            "metadata": {"name": "hybrid"},
+            "spec": {
+                **keys,
+                "accountingRef": {"name": "ext"},
+                "extraConf": "SchedulerParameters=batch_sched_delay=0,sched_interval=1",
+            },
+        },
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "RestApi",
+            "metadata": {"name": "hybrid"},
+            "spec": {"controllerRef": {"name": "hybrid"}, "slurmrestd": {"image": "slurmrestd:26.05"}},
+        },
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "NodeSet",
+            "metadata": {"name": "hy"},
+            "spec": {
+                "controllerRef": {"name": "hybrid"},
+                "replicas": 1,
+                "partition": {"enabled": True},
+                "slurmd": {"image": "slurmd:26.05"},
+            },
+        },
+    ]
+    objects = client.CustomObjectsApi(kube.api)
+    # Without the slurmctld image (the operator picks none): named on the Controller, nothing made.
+    kubectl(dev_env, ns, "apply", "-f", "-", body=hybrid)
+    cond = wait_for(
+        lambda: (
+            (
+                c := condition(
+                    objects.get_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "hybrid"), "ConfigValid"
+                )
+            ).get("reason")
+            == "MissingImage"
+            and c
+        ),
+        30,
+        "ConfigValid=False MissingImage",
+    )
+    assert cond["status"] == "False" and "spec.slurmctld.image is required" in cond["message"]
+    wait_for(
+        lambda: [
+            e
+            for e in kube.events(ns, "hybrid")
+            if e["reason"] == "MissingImage" and e["involvedObject"]["kind"] == "Controller"
+        ],
+        20,
+        "a Warning Event MissingImage on the Controller",
+    )
+    apps = client.AppsV1Api(kube.api)
+    assert apps.list_namespaced_stateful_set(ns, field_selector="metadata.name=hybrid-controller").items == []
+    hybrid[1]["spec"]["slurmctld"] = {"image": "slurmctld:26.05"}
+    kubectl(dev_env, ns, "apply", "-f", "-", body=hybrid)
+    try:
+        for pod in ("hybrid-controller-0", "hy-0"):
+            wait_for(lambda p=pod: pod_ready(kube, ns, p), 90, f"pod {pod} ready")
+        conf = sh(ns, "hybrid-controller-0", "scontrol", "show", "config")
+        assert "AccountingStorageHost   = slurm-accounting" in conf and "AccountingStoragePort   = 6819" in conf
+        wait_for(
+            lambda: "idle" in sh(ns, "hybrid-controller-0", "sinfo", "-h", "-o", "%t", check=False), 60, "hy-0 idle"
+        )
+        job = sh(ns, "hybrid-controller-0", "sbatch", "--parsable", "-p", "hy", "-N1", "--wrap", "hostname").strip()
+
+        def hybrid_state() -> str:
+            out = sh(ns, "hybrid-controller-0", "scontrol", "show", "job", job, check=False)
+            return next((w.split("=", 1)[1] for w in out.split() if w.startswith("JobState=")), "")
+
+        wait_for(lambda: hybrid_state() == "COMPLETED", 60, f"hybrid job {job} COMPLETED")
+        login = login_pod(kube, ns)
+        listing = ("sacct", "-M", f"{ns}_hybrid", "-X", "-n", "-j", job, "-o", "Cluster,State")
+        wait_for(lambda: "COMPLETED" in sh(ns, login, *listing, check=False), 60, "the external Accounting has it")
+        own = sh(ns, "slurm-controller-0", "sbatch", "--parsable", "-N1", "--wrap", "true").strip()
+        wait_for(lambda: job_state(ns, own) == "COMPLETED", 60, "the first cluster still runs jobs")
+    finally:
+        for plural, name in (
+            ("controllers", "hybrid"),
+            ("nodesets", "hy"),
+            ("restapis", "hybrid"),
+            ("accountings", "ext"),
+        ):
+            with contextlib.suppress(client.ApiException):
+                objects.delete_namespaced_custom_object(GROUP, VERSION, ns, plural, name)

@@ -94,6 +94,8 @@ class AccountingReconciler:
         if accounting.spec.external:
             return
         try:
+            if problem := objects.image_problem(accounting):
+                raise Problem("MissingImage", f"Accounting {key[0]}/{key[1]}: {problem}")
             conf = self._render(key, accounting)
         except Problem as problem:
             self.runtime.warn_once(raw, problem.reason, str(problem))

@@ -160,6 +160,8 @@ class ControllerReconciler:
             self.runtime.requeue_later(self.kind, key, 0.2)
             return
         problem, files = self._render(raw, controller)
+        if problem is None and (missing := objects.image_problem(controller)):
+            problem = ("spec.slurmctld.image", "MissingImage", f"Controller {key[0]}/{key[1]}: {missing}")
         if problem is not None:
             _, reason, message = problem
             self.runtime.warn_once(raw, reason, message)

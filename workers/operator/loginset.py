@@ -104,7 +104,8 @@ class LoginSetReconciler:
             try:
                 deployment = objects.loginset_deployment(loginset, Controller.model_validate(craw))
             except ValueError as err:
-                problem = ("InvalidSpec", f"LoginSet {ns}/{name}: {err}")
+                reason = "MissingImage" if isinstance(err, objects.MissingImage) else "InvalidSpec"
+                problem = (reason, f"LoginSet {ns}/{name}: {err}")
         if problem is not None or deployment is None:
             reason, message = problem or ("InvalidSpec", "no Deployment")
             self.runtime.warn_once(raw, reason, message)

@@ -84,9 +84,10 @@ class RestApiReconciler:
         try:
             deployment = objects.restapi_deployment(restapi, controller, has_accounting)
         except ValueError as err:
+            reason = "MissingImage" if isinstance(err, objects.MissingImage) else "InvalidSpec"
             message = f"RestApi {ns}/{name}: {err}"
-            self.runtime.warn_once(raw, "InvalidSpec", message)
-            await self._ready(raw, "False", "InvalidSpec", message)
+            self.runtime.warn_once(raw, reason, message)
+            await self._ready(raw, "False", reason, message)
             return
         live, how = await ensure(self.runtime.kube, deployment)
         if how != "unchanged":

@@ -21,9 +21,19 @@ Obj = dict[str, Any]
 KEYS = {"slurmKeyRef": {"name": "slurm-auth", "key": "slurm.key"}, "jwtKeyRef": {"name": "jwt-auth", "key": "jwt"}}
 
 
+def _imaged(spec: dict[str, Any], daemon: str) -> dict[str, Any]:
+    """The spec with its daemon container's image set unless the test sets one (every builder requires it)."""
+    container = dict(spec.get(daemon) or {})
+    container.setdefault("image", f"{daemon}:26.05")
+    return {**spec, daemon: container}
+
+
 def controller(**spec: Any) -> Controller:
     return Controller.model_validate(
-        {"metadata": {"name": "slurm", "namespace": "hpc", "uid": "c-uid"}, "spec": {**KEYS, **spec}}
+        {
+            "metadata": {"name": "slurm", "namespace": "hpc", "uid": "c-uid"},
+            "spec": _imaged({**KEYS, **spec}, "slurmctld"),
+        }
     )
 
 
@@ -31,7 +41,7 @@ def restapi(**spec: Any) -> RestApi:
     return RestApi.model_validate(
         {
             "metadata": {"name": "rest", "namespace": "hpc", "uid": "r-uid"},
-            "spec": {"controllerRef": {"name": "slurm"}, **spec},
+            "spec": _imaged({"controllerRef": {"name": "slurm"}, **spec}, "slurmrestd"),
         }
     )
 
@@ -40,7 +50,7 @@ def accounting(**spec: Any) -> Accounting:
     return Accounting.model_validate(
         {
             "metadata": {"name": "acct", "namespace": "hpc", "uid": "a-uid"},
-            "spec": {**KEYS, "storageConfig": {"host": "mariadb", "username": "slurm"}, **spec},
+            "spec": _imaged({**KEYS, "storageConfig": {"host": "mariadb", "username": "slurm"}, **spec}, "slurmdbd"),
         }
     )
 
@@ -49,11 +59,10 @@ def loginset(**spec: Any) -> LoginSet:
     return LoginSet.model_validate(
         {
             "metadata": {"name": "login", "namespace": "hpc", "uid": "l-uid"},
-            "spec": {
-                "controllerRef": {"name": "slurm"},
-                "sssdConfRef": {"name": "sssd", "key": "sssd.conf"},
-                **spec,
-            },
+            "spec": _imaged(
+                {"controllerRef": {"name": "slurm"}, "sssdConfRef": {"name": "sssd", "key": "sssd.conf"}, **spec},
+                "login",
+            ),
         }
     )
 
@@ -262,7 +271,11 @@ def test_deprecated_jwt_field_is_the_fallback() -> None:
     c = Controller.model_validate(
         {
             "metadata": {"name": "slurm", "namespace": "hpc"},
-            "spec": {"slurmKeyRef": KEYS["slurmKeyRef"], "jwtHs256KeyRef": {"name": "old-jwt", "key": "k"}},
+            "spec": {
+                "slurmKeyRef": KEYS["slurmKeyRef"],
+                "jwtHs256KeyRef": {"name": "old-jwt", "key": "k"},
+                "slurmctld": {"image": "slurmctld:26.05"},
+            },
         }
     )
     sources = volume(co.controller_statefulset(c, "h"), "slurm-etc")["projected"]["sources"]
@@ -385,7 +398,7 @@ def test_cr_metadata_is_copied_but_not_last_applied() -> None:
                 "labels": {"env": "prod"},
                 "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "owner": "me"},
             },
-            "spec": KEYS,
+            "spec": {**KEYS, "slurmctld": {"image": "slurmctld:26.05"}},
         }
     )
     sts = co.controller_statefulset(c, "h")
@@ -404,7 +417,9 @@ def test_controller_builders_refuse_external_and_missing_keys() -> None:
     for build in builds:
         with pytest.raises(ValueError, match="external"):
             build()
-    c = Controller.model_validate({"metadata": {"name": "slurm"}, "spec": {"jwtKeyRef": KEYS["jwtKeyRef"]}})
+    c = Controller.model_validate(
+        {"metadata": {"name": "slurm"}, "spec": {"jwtKeyRef": KEYS["jwtKeyRef"], "slurmctld": {"image": "x"}}}
+    )
     with pytest.raises(ValueError, match="slurmKeyRef"):
         co.controller_statefulset(c, "h")
 
@@ -616,7 +631,11 @@ def test_the_workers_service_is_headless_over_the_controllers_slurmd_pods() -> N
     ctl = Controller.model_validate(
         {
             "metadata": {"name": "slurm", "namespace": "hpc", "uid": "u"},
-            "spec": {"slurmKeyRef": {"name": "k", "key": "slurm.key"}, "jwtKeyRef": {"name": "j", "key": "jwt.key"}},
+            "spec": {
+                "slurmKeyRef": {"name": "k", "key": "slurm.key"},
+                "jwtKeyRef": {"name": "j", "key": "jwt.key"},
+                "slurmctld": {"image": "slurmctld:26.05"},
+            },
         }
     )
     svc = co.workers_service(ctl)
@@ -625,3 +644,18 @@ def test_the_workers_service_is_headless_over_the_controllers_slurmd_pods() -> N
     assert svc["spec"]["ports"] == [{"name": "slurmd", "port": 6818, "targetPort": 6818}]
     template = co.controller_statefulset(ctl, None)["spec"]["template"]["metadata"]
     assert co.ANNOTATION_SLURM_CONFIG_HASH not in (template.get("annotations") or {}), "None: left out"
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: co.controller_statefulset(controller(slurmctld={"image": ""}), "h"), "spec.slurmctld"),
+        (lambda: co.restapi_deployment(restapi(slurmrestd={"image": None}), controller(), False), "spec.slurmrestd"),
+        (lambda: co.accounting_statefulset(accounting(slurmdbd={"image": ""})), "spec.slurmdbd"),
+        (lambda: co.loginset_deployment(loginset(login={"image": ""}), controller()), "spec.login"),
+    ],
+)
+def test_a_daemon_without_an_image_is_named_not_built(build: Any, field: str) -> None:
+    """The operator picks no image: a pod that could never start is refused by the builder, naming the field."""
+    with pytest.raises(co.MissingImage, match=f"{field}.image is required"):
+        build()
