@@ -73,7 +73,8 @@ common values). zlib checks it: a peer primed with another one fails on the firs
 
 
 class ExecError(Exception):
-    """An exec request answered before the upgrade, with an HTTP status and a plain-text body."""
+    """A request answered before any upgrade, with an HTTP status and a plain-text body, as the kubelet answers
+    (the log endpoint's ``LogError`` is one too)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)

@@ -87,13 +87,8 @@ _REASONS: Final = {
 }
 
 
-class LogError(Exception):
+class LogError(kubelet_exec.ExecError):
     """A request this server answers with an error: an HTTP status and a plain-text body (as the kubelet)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -492,10 +487,7 @@ async def _handle(config: _Config, reader: asyncio.StreamReader, writer: asyncio
             if urlsplit(target).path.startswith("/exec/") and method in ("GET", "POST"):
                 if config.exec_argv is None:
                     raise LogError(404, "exec is not served by this node")
-                try:
-                    await kubelet_exec.serve_exec(reader, writer, target, headers, config.exec_argv)
-                except kubelet_exec.ExecError as e:
-                    raise LogError(e.status, e.message) from e
+                await kubelet_exec.serve_exec(reader, writer, target, headers, config.exec_argv)
                 return
             if method != "GET":
                 raise LogError(405, "Method Not Allowed")
@@ -505,7 +497,7 @@ async def _handle(config: _Config, reader: asyncio.StreamReader, writer: asyncio
             request = parse_request(target)
             log.debug("containerLogs %s", request)
             await _serve_logs(config, request, reader, writer)
-        except LogError as e:
+        except kubelet_exec.ExecError as e:  # LogError too
             await _reply(writer, e.status, e.message)
         except (ConnectionError, ssl.SSLError):
             raise
