@@ -107,6 +107,15 @@ class TelemetrySettings(BaseModel):
     )
 
 
+class ExporterSettings(BaseModel):
+    """The Slurm exporter (`python -m workers.exporter`; docs/metrics.md): Slurm's state from any slurmrestd
+    (``SLURM_REST_URL``, ``SLURM_JWT_FILE``) as Prometheus metrics."""
+
+    port: int = Field(8080, description="Port of /metrics (upstream's exporter: 8080).")
+    address: str = Field("127.0.0.1", description="Address /metrics listens on: 0.0.0.0 in a pod to be scraped.")
+    poll_seconds: float = Field(5.0, description="slurmrestd is read this often (upstream's --cache-freq, 5 s).")
+
+
 class OperatorSettings(BaseModel):
     """The operator process (`python -m workers.operator`; docs/operator.md)."""
 
@@ -116,6 +125,11 @@ class OperatorSettings(BaseModel):
         None, description="slurmrestd of external Controllers; default: slurm.rest_url (SLURM_REST_URL)."
     )
     node_poll_seconds: float = Field(1.0, description="The one shared Slurm node poll, per Controller, seconds.")
+    metrics_poll_seconds: float = Field(
+        5.0,
+        description="Slurm metrics (jobs, partitions, diag besides the nodes) are read in the node poll this often,"
+        " per Controller, seconds; 0: no Slurm metrics (docs/metrics.md).",
+    )
     scale_in_fallback_seconds: float = Field(
         60.0, description="A scale-in re-reads its node this often when no poll signal came."
     )
@@ -166,6 +180,7 @@ class Settings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     operator: OperatorSettings = Field(default_factory=OperatorSettings)
+    exporter: ExporterSettings = Field(default_factory=ExporterSettings)
 
     # Well-known environment variables of the dev stack and of the charts.
     slurm_rest_url: str | None = Field(None, validation_alias=AliasChoices("SLURM_REST_URL"))

@@ -446,12 +446,36 @@ def test_lint_strict_for_kubernetes_1_20(values: dict[str, Any]) -> None:
         NON_DEFAULT,
         {"operator": {"leaderElection": False, "replicas": 1, "serviceAccount": {"create": False}}},
         {"operator": {"pdb": {"enabled": True, "minAvailable": "", "maxUnavailable": "50%"}}},
+        {"exporter": {"enabled": True, "jwtSecret": {"name": "slurm-token", "key": "auth-token"}}},
     ],
 )
 # kubernetes-validate's bundled schemas name a $schema that jsonschema does not know (harmless).
 @pytest.mark.filterwarnings("ignore:The metaschema specified by .schema was not found:DeprecationWarning")
 def test_manifests_match_kubernetes_1_20_schemas(values: dict[str, Any]) -> None:
     assert_valid_for_1_20(render(values, kube_version="v1.20.2"))
+
+
+def test_the_exporter_value_runs_python_m_workers_exporter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`exporter.enabled`: a Deployment and Service of its own running the exporter against `exporter.restUrl`
+    with the JWT from `exporter.jwtSecret`; off by default; a missing Secret name is refused at render."""
+    assert not [d for d in render() if "exporter" in d["metadata"]["name"]]
+    values = {"exporter": {"enabled": True, "restUrl": "http://rest.hpc:6820", "jwtSecret": {"name": "tok"}}}
+    objs = by_kind(render(values))
+    deploy = objs[("Deployment", "slinky", "slinky-operator-exporter")]
+    [container] = deploy["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["-m", "workers.exporter"]
+    settings = settings_from(container, monkeypatch)
+    assert settings.slurm.rest_url == "http://rest.hpc:6820"
+    assert settings.slurm.jwt_file == "/var/run/slinky/slurm-jwt/auth-token"
+    assert (settings.exporter.address, settings.exporter.port, settings.exporter.poll_seconds) == ("0.0.0.0", 8080, 5)
+    assert deploy["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"] == "tok"
+    service = objs[("Service", "slinky", "slinky-operator-exporter")]
+    assert service["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["selector"]["app.kubernetes.io/component"] == "exporter"
+    operator = objs[("Deployment", "slinky", "slinky-operator")]
+    assert operator["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
+    with pytest.raises(Exception, match="jwtSecret.name"):
+        render({"exporter": {"enabled": True}})
 
 
 # ------------------------------------------------------------------------------------------ live

@@ -7,11 +7,12 @@ collector only reads them. Served with the Temporal SDK's (on the next port) whe
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from slinky.operator import updates
+from slinky.operator import slurm_metrics, updates
 from workers.operator.nodeset.pods import is_terminating
 from workers.operator.nodeset.poll import owner_of
 from workers.operator.nodeset.reconciler import NodeSetReconciler
@@ -98,3 +99,25 @@ class OperatorCollector:
         mints = CounterMetricFamily("slinky_operator_token_mints", "JWTs minted into Token Secrets.")
         mints.add_metric([], self.tokens.mints)
         yield mints
+        yield from self.slurm()
+
+    def slurm(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        """Slurm's state (docs/metrics.md), from each Controller's last metrics round; never a call to Slurm."""
+        polls = sorted(self.nodesets.polls.items())
+        yield from slurm_metrics.to_prometheus(f for _, poll in polls for f in poll.metrics)
+        labels = ["namespace", "controller"]
+        age = GaugeMetricFamily(
+            "slinky_slurm_poll_age_seconds",
+            "Seconds since the Controller's slurmrestd last answered a poll.",
+            labels=labels,
+        )
+        errors = CounterMetricFamily(
+            "slinky_slurm_poll_errors", "Polls of the Controller's slurmrestd that failed.", labels=labels
+        )
+        now = time.time()
+        for (namespace, name), poll in polls:
+            if poll.polled_at:
+                age.add_metric([namespace, name], max(now - poll.polled_at, 0.0))
+            errors.add_metric([namespace, name], poll.errors)
+        yield age
+        yield errors

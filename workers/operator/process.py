@@ -123,6 +123,7 @@ def build_runtime(
         temporal,
         task_queue=ops.task_queue,
         node_poll_seconds=ops.node_poll_seconds,
+        metrics_poll_seconds=ops.metrics_poll_seconds,
         fallback_seconds=ops.scale_in_fallback_seconds,
     )
     tokens = TokenReconciler(runtime)

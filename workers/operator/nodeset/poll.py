@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,13 +18,16 @@ from temporalio.service import RPCError
 
 from slinky import wellknown
 from slinky.clients.errors import KubeError, SlurmError
-from slinky.operator import slurm_state, updates
+from slinky.clients.slurm import SlurmApi
+from slinky.clients.slurm.models import JobInfo, Node
+from slinky.operator import slurm_metrics, slurm_state, updates
 from slinky.operator.models import ControllerKey, SlurmNodeView
 from workers.operator.runtime import Runtime
 from workers.operator.slurm_clients import ControllerProblem, SlurmClients
 from workers.operator.workqueue import Key
 
 Obj = dict[str, Any]
+logger = logging.getLogger(__name__)
 
 
 def hostname_of(pod: Obj) -> str:
@@ -55,6 +59,14 @@ class ControllerPoll:
     job_lists: int = 0
     missing_since: dict[str, float] = field(default_factory=dict)
     """NodeSet pod hostnames absent from Slurm, since when (monotonic): drift repair waits a grace period."""
+    errors: int = 0
+    """Polls that failed (slurmrestd unreachable or refusing)."""
+    polled_at: float = 0.0
+    """Wall-clock time of the last poll that answered."""
+    metrics: list[slurm_metrics.Family] = field(default_factory=list)
+    """Slurm's state as metric families, from the last metrics round (every ``metrics_interval``)."""
+    metrics_at: float = 0.0
+    """Monotonic time of the last metrics round."""
 
 
 class NodePolls:
@@ -69,6 +81,8 @@ class NodePolls:
         wake: Callable[[Key], None],
         *,
         interval: float = 1.0,
+        metrics_interval: float = 0.0,
+        partitions: Callable[[ControllerKey], dict[str, str]] | None = None,
     ) -> None:
         self.runtime = runtime
         self.slurm = slurm
@@ -76,6 +90,10 @@ class NodePolls:
         self.pods = pods
         self.wake = wake
         self.interval = interval
+        self.metrics_interval = metrics_interval
+        """Seconds between metrics rounds (jobs, partitions, diag besides the nodes); 0: none."""
+        self.partitions = partitions or (lambda _: {})
+        """Controller -> {Slurm partition: NodeSet}, the metrics' ``nodeset`` label."""
         self.polls: dict[Key, ControllerPoll] = {}
 
     def ensure(self, controller: ControllerKey) -> ControllerPoll:
@@ -96,11 +114,14 @@ class NodePolls:
                 ours = self._hostnames(controller)
                 jobs: dict[str, slurm_state.NodeJobs] = {}
                 # The job list only while a node of ours is busy (or was, to see its jobs end): idle, one call.
+                listed_jobs = None
                 if any(n.name in ours and slurm_state.is_busy(n.state) for n in listed) or any(
                     v.jobs for v in state.nodes.values()
                 ):
-                    jobs = slurm_state.jobs_by_node((await slurm.list_jobs()).jobs)
+                    listed_jobs = (await slurm.list_jobs()).jobs
+                    jobs = slurm_state.jobs_by_node(listed_jobs)
                     state.job_lists += 1
+
                 fresh = {}
                 for n in listed:
                     held = jobs.get(n.name) if n.name in ours else None
@@ -114,10 +135,35 @@ class NodePolls:
                 changed = [n for n in fresh if n not in state.nodes or state.nodes[n] != fresh[n]]
                 vanished = [n for n in state.nodes if n not in fresh]
                 state.nodes, state.synced, state.error = fresh, True, ""
+                state.polled_at = time.time()
                 await self._node_changes(controller, changed, vanished, fresh)
+                if self.metrics_interval > 0 and time.monotonic() - state.metrics_at >= self.metrics_interval:
+                    await self._metrics(controller, state, slurm, listed, listed_jobs)
             except (SlurmError, ControllerProblem, KubeError) as err:
                 state.error = str(err)
+                state.errors += 1
             await asyncio.sleep(max(self.interval - (time.monotonic() - started), 0.05))
+
+    async def _metrics(
+        self,
+        controller: ControllerKey,
+        state: ControllerPoll,
+        slurm: SlurmApi,
+        nodes: list[Node],
+        jobs: list[JobInfo] | None,
+    ) -> None:
+        """A metrics round: partitions and diag (and jobs, unless this round listed them) besides the nodes. It
+        runs after the round's node changes went out, and a failure of it only counts: the scale-ins never wait
+        on metrics."""
+        state.metrics_at = time.monotonic()
+        try:
+            snapshot = await slurm_metrics.read_snapshot(slurm, nodes, jobs)
+        except SlurmError as err:
+            state.errors += 1
+            logger.warning("metrics of Controller %s/%s: %s", controller.namespace, controller.name, err)
+            return
+        labels = {"namespace": controller.namespace, "controller": controller.name}
+        state.metrics = slurm_metrics.families(snapshot, labels, self.partitions(controller))
 
     async def _node_changes(
         self, controller: ControllerKey, changed: list[str], vanished: list[str], fresh: dict[str, SlurmNodeView]

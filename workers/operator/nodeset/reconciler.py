@@ -89,6 +89,7 @@ class NodeSetReconciler:
         *,
         task_queue: str,
         node_poll_seconds: float = 1.0,
+        metrics_poll_seconds: float = 0.0,
         fallback_seconds: float = 60.0,
     ) -> None:
         self.runtime = runtime
@@ -102,7 +103,16 @@ class NodeSetReconciler:
         self.nodesets = runtime.caches.of(NODESETS)
         self.pods = runtime.caches.of(pods.collection)
         self.kube_nodes = runtime.caches.of(NODES)
-        self.node_polls = NodePolls(runtime, slurm, temporal, self.pods, self.wake, interval=node_poll_seconds)
+        self.node_polls = NodePolls(
+            runtime,
+            slurm,
+            temporal,
+            self.pods,
+            self.wake,
+            interval=node_poll_seconds,
+            metrics_interval=metrics_poll_seconds,
+            partitions=self.partitions_of,
+        )
         self.steps = PodSteps(runtime, slurm, self.node_polls, self.pods, self.kube_nodes)
         self._pdbs: set[Key] = set()
 
@@ -120,6 +130,16 @@ class NodeSetReconciler:
     @property
     def reconciles(self) -> int:
         return self.runtime.queues[self.kind].runs
+
+    def partitions_of(self, controller: ControllerKey) -> dict[str, str]:
+        """{Slurm partition: NodeSet} of the Controller's NodeSets (a NodeSet's partition is its Slurm name)."""
+        out = {}
+        for (ns, name), raw in sorted(self.nodesets.items()):
+            ref = ((raw.get("spec") or {}).get("controllerRef") or {}).get("name")
+            if ns == controller.namespace and ref == controller.name:
+                with contextlib.suppress(ValueError):
+                    out[builder.slurm_nodeset_name(NodeSet.model_validate(raw))] = name
+        return out
 
     def wake(self, key: Key) -> None:
         self.runtime.queues[self.kind].add(key)
