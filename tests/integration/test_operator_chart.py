@@ -474,7 +474,7 @@ def test_the_exporter_value_runs_python_m_workers_exporter(monkeypatch: pytest.M
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "exporter"
     operator = objs[("Deployment", "slinky", "slinky-operator")]
     assert operator["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
-    with pytest.raises(Exception, match="jwtSecret.name"):
+    with pytest.raises(Exception, match=r"jwtSecret\.name"):
         render({"exporter": {"enabled": True}})
 
 
