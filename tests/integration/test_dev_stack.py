@@ -183,8 +183,9 @@ def test_real_slurmd_nodes_run_a_batch_job(dev_env: dict[str, str]) -> None:
     with slurm(dev_env) as rest:
         job_id = rest.post("/slurm/v0.0.44/job/submit", json={"job": desc, "script": script}).raise_for_status()
         job_id = job_id.json()["job_id"]
+        # COMPLETED may still carry the COMPLETING flag for a moment (the epilog): wait for the very end.
         job = eventually(
-            lambda: (lambda j: j if j["job_state"][0] in ("COMPLETED", "FAILED") else None)(
+            lambda: (lambda j: j if j["job_state"] in (["COMPLETED"], ["FAILED"]) else None)(
                 rest.get(f"/slurm/v0.0.44/job/{job_id}").json()["jobs"][0]
             ),
             timeout=60,
