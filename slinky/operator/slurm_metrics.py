@@ -181,6 +181,7 @@ def families(
 
     _jobs(out, snapshot.jobs, part_names, part_labels)
     _nodes(out, snapshot.nodes, part_names, part_labels)
+    _wanted(out, snapshot, part_names, part_labels)
     _cluster(out, snapshot)
     if snapshot.diag is not None:
         _scheduler(out, snapshot.diag)
@@ -306,6 +307,27 @@ def _nodes(out: _Builder, nodes: Sequence[Node], parts: list[str], labels: Any) 
             "Total number of GPUs allocated by jobs",
             sum(gpus(n.gres_used) for n in mine),
             **lab,
+        )
+
+
+BUSY_NODE_STATES = frozenset({"ALLOCATED", "MIXED"})
+
+
+def _wanted(out: _Builder, snapshot: Snapshot, parts: list[str], labels: Any) -> None:
+    """Nodes the partition's jobs hold or wait for: the autoscaling metric (docs/autoscaling.md). A running job
+    keeps its nodes wanted, so a scale-in never starts under it; pending jobs add what they ask for."""
+    for part in parts:
+        busy = sum(1 for n in snapshot.nodes if part in n.partitions and _base(n.state) in BUSY_NODE_STATES)
+        waiting = sum(
+            _node_count(j)
+            for j in snapshot.jobs
+            if part in job_partitions(j) and _base(j.job_state) == "PENDING" and not _is_hold(j)
+        )
+        out.add(
+            "slurm_partition_nodes_wanted",
+            "Nodes the partition's jobs hold (allocated or mixed) or wait for (pending, not held): ours, to scale on",
+            busy + waiting,
+            **labels(part),
         )
 
 

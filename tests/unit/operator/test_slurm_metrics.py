@@ -127,3 +127,10 @@ def test_two_clusters_merge_into_one_family_each() -> None:
     merged = {f.name: f for f in sm.to_prometheus([*first, *second])}
     assert len(merged["slurm_jobs"].samples) == 2
     assert len({f.name for f in first}) == len(first), "one family per name"
+
+
+def test_nodes_wanted_is_busy_nodes_plus_what_pending_jobs_ask_for() -> None:
+    v = values()
+    assert v["slurm_partition_nodes_wanted"][part("cpu")] == 2 + 5, "cpu-1 and gpu-0 busy, 2 + 3 nodes pending"
+    assert v["slurm_partition_nodes_wanted"][part("gpu")] == 1 + 3
+    assert v["slurm_partition_nodes_wanted"][part("empty")] == 0
