@@ -125,6 +125,14 @@ class OperatorSettings(BaseModel):
         None, description="slurmrestd of external Controllers; default: slurm.rest_url (SLURM_REST_URL)."
     )
     node_poll_seconds: float = Field(1.0, description="The one shared Slurm node poll, per Controller, seconds.")
+    external_metrics_port: int = Field(
+        0, description="Port of the external metrics API (external.metrics.k8s.io, for the HPA); 0: not served."
+    )
+    external_metrics_address: str = Field("127.0.0.1", description="Address the external metrics API listens on.")
+    external_metrics_cert_file: str | None = Field(
+        None, description="Serving certificate of the external metrics API (the APIService's caBundle signs it)."
+    )
+    external_metrics_key_file: str | None = Field(None, description="Its private key.")
     metrics_poll_seconds: float = Field(
         5.0,
         description="Slurm metrics (jobs, partitions, diag besides the nodes) are read in the node poll this often,"

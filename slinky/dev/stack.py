@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slinky import wellknown
-from slinky.dev import slurmd_runtime, slurmd_spec
+from slinky.dev import aggregation, slurmd_runtime, slurmd_spec
 from slinky.dev import webhook as dev_webhook
 from slinky.dev.procs import ProcessTable
 
@@ -353,6 +353,7 @@ def _apiserver_ready() -> bool:
 
 def start_kubernetes(procs: ProcessTable) -> None:
     _write_certs()
+    aggregation.ensure_certs(_kube_dir())
     d = _kube_dir()
     logs = STATE / "logs"
     if procs.running("etcd") is None:
@@ -411,6 +412,9 @@ def start_kubernetes(procs: ProcessTable) -> None:
                 "--allow-privileged=true",
                 "--max-requests-inflight=800",
                 "--max-mutating-requests-inflight=400",
+                # minReplicas: 0 for a HorizontalPodAutoscaler of a NodeSet (alpha in 1.20).
+                "--feature-gates=HPAScaleToZero=true",
+                *aggregation.apiserver_flags(d),
             ],
             log=logs / "kube-apiserver.log",
         )
@@ -418,6 +422,7 @@ def start_kubernetes(procs: ProcessTable) -> None:
     else:
         log("kube-apiserver already running")
     _wait("kube-apiserver", _apiserver_ready, timeout=90)
+    aggregation.register(d / "kubeconfig", d)
     if procs.running("kube-controller-manager") is None:
         procs.start(
             "kube-controller-manager",
@@ -425,7 +430,10 @@ def start_kubernetes(procs: ProcessTable) -> None:
                 str(KUBE_BIN / "kube-controller-manager"),
                 f"--kubeconfig={d / 'kubeconfig'}",
                 "--controllers=job,garbagecollector,namespace,replicaset,deployment,statefulset,endpoint,"
-                "persistentvolume-binder,pvc-protection,pv-protection",
+                "persistentvolume-binder,pvc-protection,pv-protection,horizontalpodautoscaling",
+                "--feature-gates=HPAScaleToZero=true",
+                # Kubernetes' default is 15 s; the stack's autoscaling demo and tests would wait 3x longer.
+                "--horizontal-pod-autoscaler-sync-period=5s",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 "--secure-port=0",
@@ -1378,6 +1386,7 @@ def start_operator(procs: ProcessTable) -> None:
         return
     env = _worker_env()
     env["SLINKY_OPERATOR__NAMESPACES"] = json.dumps([OPERATOR_NAMESPACE, DEMO_NAMESPACE])
+    env.update(aggregation.operator_settings(_kube_dir()))
     env.update({k: v for k, v in os.environ.items() if k.startswith("SLINKY_")})
     procs.start(
         "operator", [sys.executable, "-m", "workers.operator"], log=STATE / "logs" / "operator.log", env=env, cwd=REPO

@@ -48,13 +48,13 @@ def dev_settings() -> admission.AdmissionSettings:
     )
 
 
-def _openssl(*argv: str) -> None:
+def openssl(*argv: str) -> None:
     proc = subprocess.run(["openssl", *argv], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"openssl {argv[0]} failed: {proc.stderr.strip()[-500:]}")
 
 
-def _valid_for(cert: Path, seconds: int) -> bool:
+def valid_for(cert: Path, seconds: int) -> bool:
     proc = subprocess.run(
         ["openssl", "x509", "-checkend", str(seconds), "-noout", "-in", str(cert)], capture_output=True
     )
@@ -69,7 +69,7 @@ def ensure_certs(state_dir: Path) -> tuple[Path, Path, Path]:
     """
     d = state_dir / "webhook"
     ca, ca_key, cert, key = d / "ca.crt", d / "ca.key", d / "tls.crt", d / "tls.key"
-    if all(p.is_file() for p in (ca, cert, key)) and _valid_for(cert, 30 * 86400) and _valid_for(ca, 30 * 86400):
+    if all(p.is_file() for p in (ca, cert, key)) and valid_for(cert, 30 * 86400) and valid_for(ca, 30 * 86400):
         return ca, cert, key
     d.mkdir(parents=True, exist_ok=True)
     d.chmod(0o700)
@@ -82,17 +82,17 @@ def ensure_certs(state_dir: Path) -> tuple[Path, Path, Path]:
         "extendedKeyUsage = serverAuth\n"
         "subjectAltName = IP:127.0.0.1,DNS:localhost,DNS:slurm-bridge-webhook.slinky.svc\n"
     )
-    _openssl("genrsa", "-out", str(ca_key), "2048")
-    _openssl(
+    openssl("genrsa", "-out", str(ca_key), "2048")
+    openssl(
         "req", "-x509", "-new", "-config", str(conf), "-extensions", "ca", "-key", str(ca_key),
         "-subj", "/CN=slinky-webhook-ca", "-days", str(CERT_DAYS), "-out", str(ca),
     )  # fmt: skip
-    _openssl("genrsa", "-out", str(key), "2048")
+    openssl("genrsa", "-out", str(key), "2048")
     csr = d / "tls.csr"
-    _openssl(
+    openssl(
         "req", "-new", "-config", str(conf), "-key", str(key), "-subj", "/CN=slurm-bridge-webhook", "-out", str(csr)
     )
-    _openssl(
+    openssl(
         "x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
         "-days", str(CERT_DAYS), "-extfile", str(conf), "-extensions", "server", "-out", str(cert),
     )  # fmt: skip
@@ -146,7 +146,7 @@ def start(
     return pid
 
 
-class _Kube:
+class KubeSync:
     """The few synchronous calls registration needs."""
 
     def __init__(self, kubeconfig: str | Path | None) -> None:
@@ -154,7 +154,7 @@ class _Kube:
         headers = {"Authorization": f"Bearer {cfg.token}"} if cfg.token else {}
         self.http = httpx.Client(base_url=cfg.server, verify=cfg.ssl_context, headers=headers, timeout=10.0)
 
-    def __enter__(self) -> _Kube:
+    def __enter__(self) -> KubeSync:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -213,7 +213,7 @@ def register(
         ca_bundle=bundle,
         only_namespaces_labelled=only_namespaces_labelled,
     )
-    with _Kube(kubeconfig) as kube:
+    with KubeSync(kubeconfig) as kube:
         for ns in ignored_namespaces:
             kube.label_namespace(ns, {wellknown.LABEL_WEBHOOK: wellknown.WEBHOOK_IGNORE})
         if settings.managed_namespace_selector == DEV_MANAGED_SELECTOR:
@@ -226,7 +226,7 @@ def register(
 
 def unregister(kubeconfig: str | Path | None) -> None:
     """Delete both configurations (missing ones are fine)."""
-    with _Kube(kubeconfig) as kube:
+    with KubeSync(kubeconfig) as kube:
         for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
             kube.request("DELETE", f"{ADMISSION_API}/{kind}/{admission.CONFIGURATION_NAME}")
 

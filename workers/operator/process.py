@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from datetime import timedelta
 
 from prometheus_client import CollectorRegistry
@@ -24,11 +25,14 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from activities.cluster import ClusterActivities
 from activities.nodeset import NodeSetActivities
 from slinky import telemetry
+from slinky.clients.errors import KubeError
 from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
 from slinky.config import Settings
+from slinky.operator.slurm_metrics import Family
 from workers import leading
 from workers.leading import connect_temporal, run_as_leader
+from workers.operator import external_metrics
 from workers.operator.accounting import AccountingReconciler
 from workers.operator.controller import ControllerReconciler
 from workers.operator.loginset import LoginSetReconciler
@@ -99,16 +103,50 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
         registry.register(OperatorCollector(runtime, nodesets, tokens))
         telemetry.start_metrics_server(settings.telemetry.metrics_port, settings.telemetry.metrics_address, registry)
     reconcilers = asyncio.create_task(runtime.run(), name="reconcilers")
+    external = await serve_external_metrics(kube, nodesets, settings)
     try:
         async with events, worker:
             logger.info("operator running on task queue %s", ops.task_queue)
             await stop.wait()
     finally:
+        if external is not None:
+            external.close()
         reconcilers.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await reconcilers
         await slurm.aclose()
         await kube.aclose()
+
+
+async def serve_external_metrics(
+    kube: KubeClient, nodesets: NodeSetReconciler, settings: Settings
+) -> asyncio.Server | None:
+    """The external metrics API for the HPA (docs/autoscaling.md), when a port is set; a cluster without the
+    aggregation layer is said in the log and the operator runs on without it."""
+    ops = settings.operator
+    if not ops.external_metrics_port:
+        return None
+    if not (ops.external_metrics_cert_file and ops.external_metrics_key_file):
+        logger.error("external metrics API not served: SLINKY_OPERATOR__EXTERNAL_METRICS_CERT_FILE and _KEY_FILE unset")
+        return None
+    try:
+        proxy = await external_metrics.read_front_proxy(kube)
+    except (KubeError, RuntimeError) as err:
+        logger.error("external metrics API not served: %s", err)
+        return None
+
+    def families() -> list[Family]:
+        return [f for poll in nodesets.polls.values() for f in poll.metrics]
+
+    server = external_metrics.ExternalMetricsServer(kube, families, proxy)
+    where = (ops.external_metrics_address, ops.external_metrics_port)
+    try:
+        listening = await server.serve(*where, ops.external_metrics_cert_file, ops.external_metrics_key_file)
+    except (OSError, ssl.SSLError) as err:  # the port taken, a certificate that does not load
+        logger.error("external metrics API not served on %s:%d: %s", *where, err)
+        return None
+    logger.info("external metrics API on %s:%d", *where)
+    return listening
 
 
 def build_runtime(
