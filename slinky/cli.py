@@ -16,13 +16,14 @@ AREAS = (
     "slinky.bridge.workloads_cli",
     "slinky.operator.nodesets_cli",
     "slinky.operator.clusters_cli",
+    "slinky.operator.top_cli",
 )
 """Modules with an ``add_parser(subparsers)`` function, in help order."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slinky", description=__doc__)
-    sub = parser.add_subparsers(dest="area", required=True, metavar="{dev,slurm,workloads,nodesets,clusters}")
+    sub = parser.add_subparsers(dest="area", required=True, metavar="{dev,slurm,workloads,nodesets,clusters,top}")
     for area in AREAS:
         try:
             module = importlib.import_module(area)

@@ -169,8 +169,8 @@ def families(
         The families, each with one sample per partition (partition families), or one (cluster families).
     """
     out = _Builder(base_labels or {})
-    part_names = sorted({p.name for p in snapshot.partitions} | {p for n in snapshot.nodes for p in n.partitions}
-                        | {p for j in snapshot.jobs for p in job_partitions(j)})  # fmt: skip
+    # Slurm's partitions (and any a node names): a finished job of a partition deleted since adds none.
+    part_names = sorted({p.name for p in snapshot.partitions} | {p for n in snapshot.nodes for p in n.partitions})
     owners = nodesets or {}
 
     def part_labels(partition: str) -> dict[str, str]:

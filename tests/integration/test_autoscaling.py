@@ -195,3 +195,21 @@ def test_an_hpa_scales_a_nodeset_from_zero_and_back_draining_first(
     finally:
         kubectl(dev_env, "delete", "hpa", "-n", NS, name, "--ignore-not-found", check=False)
         kubectl(dev_env, "delete", "nodeset", "-n", NS, name, "--ignore-not-found", check=False)
+
+
+def test_slinky_top_once_shows_the_clusters_partitions(managed: str, dev_env: dict[str, str]) -> None:
+    """`slinky top --once`: each Controller's partitions as slurmrestd counts them, the NodeSets, the scale-ins."""
+    out = subprocess.run(
+        [sys.executable, "-m", "slinky.cli", "top", "-A", "--once"],
+        env=env_of(dev_env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"Cluster {NS}/slurm at http://" in out.stdout and "Cluster slurm/slurm" in out.stdout
+    cpu = next(line.split() for line in out.stdout.splitlines() if line.split()[:1] == ["cpu"])
+    sinfo = kubectl(dev_env, "exec", "-n", NS, "deploy/login", "--", "sinfo", "-h", "-p", "cpu", "-o", "%D")
+    assert int(cpu[1]) == sum(int(n) for n in sinfo.split()), (cpu, sinfo)
+    assert "NodeSets" in out.stdout and f"{NS}/cpu" in out.stdout and "Scale-ins running" in out.stdout
