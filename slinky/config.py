@@ -133,6 +133,10 @@ class OperatorSettings(BaseModel):
         None, description="Serving certificate of the external metrics API (the APIService's caBundle signs it)."
     )
     external_metrics_key_file: str | None = Field(None, description="Its private key.")
+    pod_name: str | None = Field(
+        None, description="This replica's pod (downward API): labelled while it serves the external metrics API."
+    )
+    pod_namespace: str | None = Field(None, description="That pod's namespace.")
     metrics_poll_seconds: float = Field(
         5.0,
         description="Slurm metrics (jobs, partitions, diag besides the nodes) are read in the node poll this often,"

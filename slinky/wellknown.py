@@ -32,6 +32,8 @@ ANNOTATION_WORKFLOW_ID: Final = PREFIX_SCHEDULER + "workflow-id"
 """The Temporal workflow that owns the pod's lifecycle (ours; not in upstream): `temporal workflow show -w`."""
 
 LABEL_WEBHOOK: Final = PREFIX_SLINKY + "webhook"
+LABEL_EXTERNAL_METRICS: Final = PREFIX_SLINKY + "external-metrics"
+"""On the operator pod that serves the external metrics API now (the leader): the chart's Service selects it."""
 """On a namespace or a pod: ``ignore`` keeps the admission webhooks away (system namespaces, the bridge's own)."""
 WEBHOOK_IGNORE: Final = "ignore"
 

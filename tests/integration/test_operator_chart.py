@@ -293,7 +293,12 @@ def test_rbac_covers_every_api_the_operator_calls() -> None:
         called |= {("", m.group(1)) for m in api.finditer(text) if m.group(1) != "namespaces"}
         called |= {(m.group(1), m.group(2)) for m in apis.finditer(text)}
     assert ("slinky.slurm.net", "nodesets") in called  # the scan sees something
-    granted = {**CLUSTER_RULES, **NAMESPACED_RULES, ("coordination.k8s.io", "leases"): {"create", "get", "update"}}
+    granted = {
+        **CLUSTER_RULES,
+        **NAMESPACED_RULES,
+        ("coordination.k8s.io", "leases"): {"create", "get", "update"},
+        ("authorization.k8s.io", "subjectaccessreviews"): {"create"},  # externalMetrics.enabled
+    }
     assert called - set(granted) == set()
 
     plurals = set()
@@ -447,6 +452,7 @@ def test_lint_strict_for_kubernetes_1_20(values: dict[str, Any]) -> None:
         {"operator": {"leaderElection": False, "replicas": 1, "serviceAccount": {"create": False}}},
         {"operator": {"pdb": {"enabled": True, "minAvailable": "", "maxUnavailable": "50%"}}},
         {"exporter": {"enabled": True, "jwtSecret": {"name": "slurm-token", "key": "auth-token"}}},
+        {"externalMetrics": {"enabled": True, "tlsSecret": "em-tls", "caBundle": "Q0E="}},
     ],
 )
 # kubernetes-validate's bundled schemas name a $schema that jsonschema does not know (harmless).
@@ -476,6 +482,39 @@ def test_the_exporter_value_runs_python_m_workers_exporter(monkeypatch: pytest.M
     assert operator["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
     with pytest.raises(Exception, match=r"jwtSecret\.name"):
         render({"exporter": {"enabled": True}})
+
+
+def test_the_external_metrics_value_registers_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`externalMetrics.enabled`: the operator serves on its port with the TLS Secret's certificate and knows its
+    pod; a Service selecting only the serving (leader) pod; the APIService with the caBundle; RBAC for the
+    SubjectAccessReviews, the front proxy's CA, its own pod's label and the HPA controller's reads. Refused
+    without a certificate."""
+    values = {"externalMetrics": {"enabled": True, "tlsSecret": "em-tls", "caBundle": "Q0E="}}
+    objs = by_kind(render(values))
+    container = container_of(objs)
+    settings = settings_from(container, monkeypatch)
+    assert settings.operator.external_metrics_port == 6443 and settings.operator.external_metrics_address == "0.0.0.0"
+    assert settings.operator.external_metrics_cert_file == "/var/run/slinky/external-metrics/tls.crt"
+    assert {e["name"] for e in container["env"] if "valueFrom" in e} >= {
+        "SLINKY_OPERATOR__POD_NAME",
+        "SLINKY_OPERATOR__POD_NAMESPACE",
+    }
+    service = objs[("Service", "slinky", "slinky-operator-external-metrics")]
+    assert service["spec"]["selector"]["slinky.slurm.net/external-metrics"] == "serving"
+    api = objs[("APIService", "", "v1beta1.external.metrics.k8s.io")]
+    assert api["spec"]["service"] == {"namespace": "slinky", "name": "slinky-operator-external-metrics", "port": 443}
+    assert api["spec"]["caBundle"] == "Q0E="
+    sar = objs[("ClusterRole", "", "slinky-operator-external-metrics")]
+    assert rules_of(sar) == {("authorization.k8s.io", "subjectaccessreviews"): {"create"}}
+    reader = objs[("RoleBinding", "kube-system", "slinky-operator-auth-reader")]
+    assert reader["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+    hpa = objs[("ClusterRoleBinding", "", "slinky-operator-external-metrics-reader")]
+    assert hpa["subjects"] == [
+        {"kind": "ServiceAccount", "name": "horizontal-pod-autoscaler", "namespace": "kube-system"}
+    ]
+    assert not [k for k in by_kind(render()) if "external-metrics" in k[2]], "off by default"
+    with pytest.raises(Exception, match="tlsSecret"):
+        render({"externalMetrics": {"enabled": True}})
 
 
 # ------------------------------------------------------------------------------------------ live

@@ -24,7 +24,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.cluster import ClusterActivities
 from activities.nodeset import NodeSetActivities
-from slinky import telemetry
+from slinky import telemetry, wellknown
 from slinky.clients.errors import KubeError
 from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
@@ -111,6 +111,7 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
     finally:
         if external is not None:
             external.close()
+            await label_serving(kube, settings, serving=False)
         reconcilers.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await reconcilers
@@ -146,7 +147,21 @@ async def serve_external_metrics(
         logger.error("external metrics API not served on %s:%d: %s", *where, err)
         return None
     logger.info("external metrics API on %s:%d", *where)
+    await label_serving(kube, settings, serving=True)
     return listening
+
+
+async def label_serving(kube: KubeClient, settings: Settings, *, serving: bool) -> None:
+    """Label this replica's pod while it serves the external metrics API (the chart's Service selects the label:
+    only the leader serves); unlabel it otherwise. Without a pod name (not in a pod) there is nothing to do."""
+    ops = settings.operator
+    if not (ops.pod_name and ops.pod_namespace):
+        return
+    patch = {"metadata": {"labels": {wellknown.LABEL_EXTERNAL_METRICS: "serving" if serving else None}}}
+    try:
+        await kube.patch(f"/api/v1/namespaces/{ops.pod_namespace}/pods/{ops.pod_name}", patch)
+    except KubeError as err:
+        logger.warning("could not %s pod %s: %s", "label" if serving else "unlabel", ops.pod_name, err)
 
 
 def build_runtime(
@@ -178,5 +193,13 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     await run_as_leader(settings, settings.operator.lease_name, run_operator, stop or asyncio.Event())
 
 
+async def _unlabel(settings: Settings) -> None:
+    """Before the election: a replica that served and came back (a crash) is not serving now."""
+    if settings.operator.external_metrics_port and settings.operator.pod_name:
+        async with KubeClient.from_kubeconfig(settings.kube.kubeconfig) as kube:
+            await label_serving(kube, settings, serving=False)
+
+
 def main() -> None:
+    asyncio.run(_unlabel(Settings()))
     leading.main(run_operator, lambda settings: settings.operator.lease_name)
