@@ -196,8 +196,11 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
 async def _unlabel(settings: Settings) -> None:
     """Before the election: a replica that served and came back (a crash) is not serving now."""
     if settings.operator.external_metrics_port and settings.operator.pod_name:
-        async with KubeClient.from_kubeconfig(settings.kube.kubeconfig) as kube:
-            await label_serving(kube, settings, serving=False)
+        try:
+            async with KubeClient.from_kubeconfig(settings.kube.kubeconfig) as kube:
+                await label_serving(kube, settings, serving=False)
+        except (OSError, ValueError, KeyError) as err:  # no kubeconfig yet: the election will say it louder
+            logger.warning("could not unlabel this pod before the election: %s", err)
 
 
 def main() -> None:
