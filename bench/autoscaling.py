@@ -37,6 +37,7 @@ from slinky.clients.slurm.models import Diag, JobInfo, JobsResponse, Node, Nodes
 from slinky.dev import stack
 from slinky.dev.demo import NS, cluster_manifest
 from slinky.operator import slurm_metrics
+from slinky.operator.autoscaling import nodeset_hpa
 
 GROUP = "slinky.slurm.net/v1beta1"
 
@@ -118,29 +119,7 @@ def from_zero(env: dict[str, str], runs: int) -> dict[str, Any]:
     nodeset = {"apiVersion": GROUP, "kind": "NodeSet", "metadata": {"name": name, "namespace": NS},
                "spec": {"controllerRef": {"name": "slurm"}, "replicas": 0, "partition": {"enabled": True},
                         "slurmd": {"image": "slurmd:26.05"}}}  # fmt: skip
-    hpa = {
-        "apiVersion": "autoscaling/v2beta2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": GROUP, "kind": "NodeSet", "name": name},
-            "minReplicas": 0,
-            "maxReplicas": 1,
-            "metrics": [
-                {
-                    "type": "External",
-                    "external": {
-                        "metric": {
-                            "name": "slurm_partition_nodes_wanted",
-                            "selector": {"matchLabels": {"nodeset": name}},
-                        },
-                        "target": {"type": "AverageValue", "averageValue": "1"},
-                    },
-                }
-            ],
-            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 5}},
-        },
-    }
+    hpa = nodeset_hpa(NS, name, max_replicas=1, scale_down_seconds=5)
     kubectl(
         env, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": cluster_manifest(env)})
     )

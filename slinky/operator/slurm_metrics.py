@@ -188,17 +188,23 @@ def families(
     return list(out.families.values())
 
 
+def _state_counts(
+    counts: Counter[str], states: Sequence[str], bases: Mapping[str, str], flags: Mapping[str, str]
+) -> str:
+    """Count one object ("" counts them all) by its base state and its flags; its base state."""
+    counts[""] += 1
+    base = _base(states)
+    for suffix in (bases.get(base), *(flags.get(f) for f in set(states[1:]))):
+        if suffix:
+            counts[suffix] += 1
+    return base
+
+
 def _job_counts(jobs: Iterable[JobInfo]) -> Counter[str]:
     """Counts by family suffix ("" is all of them)."""
     counts: Counter[str] = Counter()
     for job in jobs:
-        counts[""] += 1
-        base = _base(job.job_state)
-        if suffix := JOB_STATES.get(base):
-            counts[suffix] += 1
-        for flag in job.job_state[1:]:
-            if suffix := JOB_FLAGS.get(flag):
-                counts[suffix] += 1
+        base = _state_counts(counts, job.job_state, JOB_STATES, JOB_FLAGS)
         if base in FINISHED:
             counts["finished"] += 1
         if _is_hold(job):
@@ -266,15 +272,8 @@ def _jobs(out: _Builder, jobs: Sequence[JobInfo], parts: list[str], labels: Any)
 def _node_counts(nodes: Iterable[Node]) -> Counter[str]:
     counts: Counter[str] = Counter()
     for node in nodes:
-        counts[""] += 1
-        base = _base(node.state)
-        if suffix := NODE_STATES.get(base):
-            counts[suffix] += 1
-        flags = set(node.state[1:])
-        for flag in flags:
-            if suffix := NODE_FLAGS.get(flag):
-                counts[suffix] += 1
-        if "DRAIN" in flags:
+        base = _state_counts(counts, node.state, NODE_STATES, NODE_FLAGS)
+        if "DRAIN" in node.state[1:]:
             counts["drained" if base in ("IDLE", "DOWN") else "draining"] += 1
     return counts
 

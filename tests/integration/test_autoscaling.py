@@ -23,6 +23,7 @@ from kubernetes import client
 from slinky.dev import aggregation, stack
 from slinky.dev.demo import NS, cluster_manifest
 from slinky.dev.procs import ProcessTable
+from slinky.operator.autoscaling import nodeset_hpa
 from tests.integration.cluster import Kube
 from tests.integration.operator_fixtures import GROUP, VERSION, wait_for
 
@@ -112,29 +113,7 @@ def test_an_hpa_scales_a_nodeset_from_zero_and_back_draining_first(
         "spec": {"controllerRef": {"name": "slurm"}, "replicas": 0, "partition": {"enabled": True},
                  "slurmd": {"image": "slurmd:26.05"}},
     }  # fmt: skip
-    hpa = {
-        "apiVersion": "autoscaling/v2beta2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": f"{GROUP}/{VERSION}", "kind": "NodeSet", "name": name},
-            "minReplicas": 0,
-            "maxReplicas": 2,
-            "metrics": [
-                {
-                    "type": "External",
-                    "external": {
-                        "metric": {
-                            "name": "slurm_partition_nodes_wanted",
-                            "selector": {"matchLabels": {"nodeset": name}},
-                        },
-                        "target": {"type": "AverageValue", "averageValue": "1"},
-                    },
-                }
-            ],
-            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 10}},
-        },
-    }
+    hpa = nodeset_hpa(NS, name, max_replicas=2, scale_down_seconds=10)
     procs = ProcessTable(stack.STATE / "pids")
     kubectl(dev_env, "apply", "-f", "-", stdin=json.dumps(nodeset))
     try:
