@@ -173,10 +173,11 @@ class KubeSync:
         if current.status_code == 404:
             self.request("POST", collection, json=obj)
             return
-        body = {
-            **obj,
-            "metadata": {**obj["metadata"], "resourceVersion": current.json()["metadata"]["resourceVersion"]},
-        }
+        live = current.json()
+        body = {**obj, "metadata": {**obj["metadata"], "resourceVersion": live["metadata"]["resourceVersion"]}}
+        if obj.get("kind") == "Service":  # the addresses the apiserver gave it cannot be unset by a replace
+            kept = {k: v for k, v in (live.get("spec") or {}).items() if k in ("clusterIP", "clusterIPs")}
+            body["spec"] = {**kept, **(obj.get("spec") or {})}
         self.request("PUT", path, json=body)
 
     def label_namespace(self, name: str, labels: dict[str, str], *, create: bool = False) -> None:
