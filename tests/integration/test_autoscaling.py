@@ -178,17 +178,29 @@ def test_an_hpa_scales_a_nodeset_from_zero_and_back_draining_first(
 
 def test_slinky_top_once_shows_the_clusters_partitions(managed: str, dev_env: dict[str, str]) -> None:
     """`slinky top --once`: each Controller's partitions as slurmrestd counts them, the NodeSets, the scale-ins."""
-    out = subprocess.run(
-        [sys.executable, "-m", "slinky.cli", "top", "-A", "--once"],
-        env=env_of(dev_env),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
-    assert out.returncode == 0, out.stderr
-    assert f"Cluster {NS}/slurm at http://" in out.stdout and "Cluster slurm/slurm" in out.stdout
-    cpu = next(line.split() for line in out.stdout.splitlines() if line.split()[:1] == ["cpu"])
-    sinfo = kubectl(dev_env, "exec", "-n", NS, "deploy/login", "--", "sinfo", "-h", "-p", "cpu", "-o", "%D")
-    assert int(cpu[1]) == sum(int(n) for n in sinfo.split()), (cpu, sinfo)
-    assert "NodeSets" in out.stdout and f"{NS}/cpu" in out.stdout and "Scale-ins running" in out.stdout
+
+    def frame() -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "slinky.cli", "top", "-A", "--once"],
+            env=env_of(dev_env),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    def cpu_nodes(text: str) -> int:
+        """The `cpu` row of the demo cluster's own section (other clusters may have a `cpu` partition too)."""
+        section = text.split(f"Cluster {NS}/slurm at ", 1)[1].split("\n\n", 1)[0]
+        return int(next(line.split() for line in section.splitlines() if line.split()[:1] == ["cpu"])[1])
+
+    def agree() -> str | None:
+        sinfo = kubectl(dev_env, "exec", "-n", NS, "deploy/login", "--", "sinfo", "-h", "-p", "cpu", "-o", "%D")
+        text = frame()
+        return text if cpu_nodes(text) == sum(int(n) for n in sinfo.split()) else None
+
+    text = wait_for(agree, 60, "slinky top's cpu nodes equal sinfo's")
+    assert f"Cluster {NS}/slurm at http://" in text and "Cluster slurm/slurm" in text
+    assert "NodeSets" in text and f"{NS}/cpu" in text and "Scale-ins running" in text
