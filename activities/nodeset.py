@@ -31,13 +31,18 @@ class SlurmClients(Protocol):
 
 
 async def read_node(slurm: SlurmApi, name: str, *, with_jobs: bool = True) -> SlurmNodeView:
-    """The node, with the running jobs that name it (one job list: called once per drain and on the fallback
-    timer, never per poll); `exists=False` when Slurm does not know it."""
+    """The node, with the running jobs that name it; `exists=False` when Slurm does not know it.
+
+    The jobs cost a full job list, whose price grows with every job record slurmctld holds (issue 16 measured a
+    drain at 0.8-1.35 s after the bridge benchmark against 170 ms fresh). So it is listed only when the node
+    is busy (ALLOCATED, MIXED or COMPLETING): an idle or unknown node holds no job, and most scale-ins take idle
+    nodes. Never per poll: once per drain and on the fallback timer."""
     try:
         node = await slurm.get_node(name)
     except SlurmNotFound:
         node = None
-    listed = (await slurm.list_jobs()).jobs if with_jobs else []
+    busy = node is not None and slurm_state.is_busy(node.state)
+    listed = (await slurm.list_jobs()).jobs if with_jobs and busy else []
     on_node = slurm_state.jobs_by_node(listed).get(name, slurm_state.NodeJobs())
     if node is None:
         return SlurmNodeView(name=name, exists=False, jobs=on_node.ids)

@@ -72,3 +72,12 @@ async def test_forget_removes_only_a_node_we_took_down(fake: FakeSlurmClient) ->
     await acts(fake).forget_node(ref)
     assert [n.name for n in await fake.list_nodes()] == []
     await acts(fake).forget_node(ref)  # already gone: fine
+
+
+async def test_an_idle_node_is_read_without_a_job_list(fake: FakeSlurmClient) -> None:
+    """A job list per drain grows with every job record slurmctld holds: an idle node needs none."""
+    view = await acts(fake).drain_node(DrainInput(controller=CTL, node="gpu-0", reason=OURS))
+    assert "DRAIN" in view.states and view.jobs == []
+    await acts(fake).read_node(NodeRef(controller=CTL, node="gpu-0"))
+    await acts(fake).read_node(NodeRef(controller=CTL, node="gone"))
+    assert fake.calls.count("list_jobs") == 0
