@@ -133,3 +133,13 @@ def register(kubeconfig: str | Path, kube_dir: Path) -> None:
     with KubeSync(kubeconfig) as kube:
         for collection, obj in objects((kube_dir / "ca.crt").read_bytes()):
             kube.apply(collection, obj)
+
+
+def available(kubeconfig: str | Path) -> bool:
+    """Whether the apiserver marks the APIService Available (it checks the server itself, every few seconds)."""
+    with KubeSync(kubeconfig) as kube:
+        answer = kube.request("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/{APISERVICE}")
+        if answer.status_code != 200:
+            return False
+        conditions = (answer.json().get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)

@@ -1487,6 +1487,13 @@ def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True, worker_nodes: i
             start_workers(procs)
             ensure_stack_controller()
             start_operator(procs)
+            # The aggregator checks an APIService on its own schedule: ready when `up` returns (the HPA and
+            # `kubectl get --raw /apis/external.metrics.k8s.io/...` get 503 until then).
+            _wait(
+                "the external metrics API (APIService Available)",
+                lambda: aggregation.available(_kube_dir() / "kubeconfig"),
+                90,
+            )
         forget_stale_slurmd_nodes(procs)
         if slurmd:
             start_slurmd(procs, slurmd)

@@ -21,6 +21,7 @@ How values are counted (docs/metrics.md):
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,6 +30,7 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 
+from slinky.clients.errors import SlurmError
 from slinky.clients.slurm.client import SlurmApi
 from slinky.clients.slurm.models import Diag, JobInfo, Node, Partition
 
@@ -402,10 +404,21 @@ def _scheduler(out: _Builder, diag: Diag) -> None:
 async def read_snapshot(
     slurm: SlurmApi, nodes: Sequence[Node] | None = None, jobs: Sequence[JobInfo] | None = None
 ) -> Snapshot:
-    """Read partitions and diag, and the nodes and jobs unless the caller's own poll just read them."""
+    """Read partitions and diag, and the nodes and jobs unless the caller's own poll just read them.
+
+    Partitions and diag are extras: slurmrestd answers ``partitions`` with 502 while slurmdbd's database is down
+    (measured on 26.05, error 7000), so a failure of either leaves them out (the partitions then come from the
+    nodes) instead of losing the round's jobs and nodes.
+    """
     listed = list(nodes) if nodes is not None else await slurm.list_nodes()
     found = list(jobs) if jobs is not None else (await slurm.list_jobs()).jobs
-    return Snapshot(nodes=listed, jobs=found, partitions=await slurm.list_partitions(), diag=await slurm.diag())
+    partitions: list[Partition] = []
+    diag: Diag | None = None
+    with contextlib.suppress(SlurmError):
+        partitions = await slurm.list_partitions()
+    with contextlib.suppress(SlurmError):
+        diag = await slurm.diag()
+    return Snapshot(nodes=listed, jobs=found, partitions=partitions, diag=diag)
 
 
 def to_prometheus(found: Iterable[Family]) -> list[GaugeMetricFamily]:

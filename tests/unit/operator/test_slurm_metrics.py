@@ -134,3 +134,19 @@ def test_nodes_wanted_is_busy_nodes_plus_what_pending_jobs_ask_for() -> None:
     assert v["slurm_partition_nodes_wanted"][part("cpu")] == 2 + 5, "cpu-1 and gpu-0 busy, 2 + 3 nodes pending"
     assert v["slurm_partition_nodes_wanted"][part("gpu")] == 1 + 3
     assert v["slurm_partition_nodes_wanted"][part("empty")] == 0
+
+
+async def test_a_round_survives_partitions_and_diag_failing() -> None:
+    """slurmrestd answers `partitions` with 502 while slurmdbd's database is down: the round keeps its nodes and
+    jobs, and the partitions come from the nodes."""
+    from slinky.clients.errors import SlurmUnavailable
+    from slinky.clients.slurm.fake import FakeSlurmClient
+
+    fake = FakeSlurmClient()
+    fake.add_node("cpu-0", partitions=["cpu"])
+    fake.fail_next("list_partitions", SlurmUnavailable("GET partitions: 502"))
+    fake.fail_next("diag", SlurmUnavailable("GET diag: 502"))
+    snapshot = await sm.read_snapshot(fake)
+    assert [n.name for n in snapshot.nodes] == ["cpu-0"] and snapshot.partitions == [] and snapshot.diag is None
+    names = {f.name for f in sm.families(snapshot)}
+    assert "slurm_partition_nodes" in names and "slurm_sdiag_jobs_submitted" not in names
