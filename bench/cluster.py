@@ -65,7 +65,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import run_cancellable  # noqa: E402
+from bench.common import Observer, run_cancellable  # noqa: E402
 from slinky.clients.errors import KubeError, KubeNotFound  # noqa: E402
 from slinky.clients.kube import KubeClient  # noqa: E402
 from slinky.clients.slurm import jwt  # noqa: E402
@@ -342,14 +342,7 @@ class ByHand:
 
     # ------------------------------------------------------------------------------- set-up
     def _ids(self, user: str) -> tuple[int, int]:
-        if user.replace(":", "").isdigit():
-            uid, _, gid = user.partition(":")
-            return int(uid), int(gid or uid)
-        for line in (self.root / "etc" / "passwd").read_text().splitlines():
-            fields = line.split(":")
-            if fields[0] == user and len(fields) > 3:
-                return int(fields[2]), int(fields[3])
-        raise OSError(f"user {user!r} is not in the Slurm rootfs's /etc/passwd")
+        return slurmd_runtime.chroot_ids(self.root, user)
 
     def _dir(self, path: Path, owner: tuple[int, int]) -> Path:
         path.mkdir(parents=True, exist_ok=True)
@@ -551,25 +544,15 @@ class Seen:
     deleted: float | None = None
 
 
-class PodWatch:
+class PodWatch(Observer):
     """A watch on the namespace's pods: per pod uid, when it was first seen, Ready, terminating, deleted."""
 
+    wait_synced = True
+
     def __init__(self, kube: KubeClient, namespace: str) -> None:
+        super().__init__()
         self.kube, self.namespace = kube, namespace
         self.pods: dict[str, Seen] = {}
-        self.synced = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> PodWatch:
-        self._task = asyncio.create_task(self._run())
-        await asyncio.wait_for(self.synced.wait(), 30)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     def named(self, name: str, after: float = 0.0) -> list[Seen]:
         return sorted((s for s in self.pods.values() if s.name == name and s.created >= after), key=lambda s: s.created)

@@ -1,4 +1,5 @@
-"""What the benchmarks share: running one so that SIGTERM, like Ctrl-C, cancels it and its cleanup still runs."""
+"""What the benchmarks share: running one so that SIGTERM, like Ctrl-C, cancels it and its cleanup still runs,
+and observers that run in the background for the length of an ``async with``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Self, TypeVar
 
 T = TypeVar("T")
 
@@ -23,3 +24,29 @@ async def run_cancellable(run: Callable[[], Awaitable[T]]) -> T:
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGTERM)
+
+
+class Observer:
+    """``_run`` in the background while the ``async with`` lasts; with ``wait_synced`` the entry waits (30 s at
+    most) until ``_run`` sets ``synced`` (a watch's first listing)."""
+
+    wait_synced = False
+
+    def __init__(self) -> None:
+        self.synced = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        self._task = asyncio.create_task(self._run())
+        if self.wait_synced:
+            await asyncio.wait_for(self.synced.wait(), 30)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

@@ -56,7 +56,7 @@ import httpx  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.common import run_cancellable  # noqa: E402
+from bench.common import Observer, run_cancellable  # noqa: E402
 from slinky.clients.errors import KubeError, KubeNotFound  # noqa: E402
 from slinky.clients.kube import KubeClient  # noqa: E402
 from slinky.dev import launch, slurmd_runtime, stack  # noqa: E402
@@ -214,10 +214,11 @@ def delta(before: Obj, after: Obj) -> Obj:
 
 
 # ------------------------------------------------------------------------------------------- observers
-class NodePoll:
+class NodePoll(Observer):
     """A tight poll of slurmrestd's ``GET nodes``: when each watched node was first seen IDLE, drained, gone."""
 
     def __init__(self, rest: httpx.AsyncClient, names: set[str], interval: float) -> None:
+        super().__init__()
         self.rest, self.names, self.interval = rest, names, interval
         self.idle: dict[str, float] = {}
         self.drained: dict[str, float] = {}
@@ -225,17 +226,6 @@ class NodePoll:
         self.present: set[str] = set()
         self.samples = 0
         self._seen: set[str] = set()
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> NodePoll:
-        self._task = asyncio.create_task(self._run())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     async def _run(self) -> None:
         while True:
@@ -265,10 +255,13 @@ class NodePoll:
             await asyncio.sleep(self.interval)
 
 
-class PodWatch:
+class PodWatch(Observer):
     """A watch on the namespace's pods: when each was first seen Ready, terminating, deleted."""
 
+    wait_synced = True
+
     def __init__(self, kube: KubeClient, namespace: str) -> None:
+        super().__init__()
         self.kube, self.namespace = kube, namespace
         self.created: dict[str, float] = {}
         self.bound: dict[str, float] = {}
@@ -276,19 +269,6 @@ class PodWatch:
         self.terminating: dict[str, float] = {}
         self.deleted: dict[str, float] = {}
         self.live: set[str] = set()
-        self._task: asyncio.Task[None] | None = None
-        self.synced = asyncio.Event()
-
-    async def __aenter__(self) -> PodWatch:
-        self._task = asyncio.create_task(self._run())
-        await asyncio.wait_for(self.synced.wait(), 30)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     def _see(self, kind: str, pod: Obj, now: float) -> None:
         name = pod["metadata"]["name"]

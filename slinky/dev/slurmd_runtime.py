@@ -288,6 +288,18 @@ def stop_all(state_dir: Path, *, timeout: float = 10.0) -> int:
 
 
 # --------------------------------------------------------------------------------------------- the runtime
+def chroot_ids(root: Path, user: str) -> tuple[int, int]:
+    """uid and gid of ``user`` in the Slurm chroot at ``root`` (a name in its passwd, or ``uid[:gid]``)."""
+    if user.replace(":", "").isdigit():
+        uid, _, gid = user.partition(":")
+        return int(uid), int(gid or uid)
+    for line in (root / "etc" / "passwd").read_text().splitlines():
+        fields = line.split(":")
+        if fields[0] == user and len(fields) > 3:
+            return int(fields[2]), int(fields[3])
+    raise OSError(f"user {user!r} is not in the Slurm chroot's /etc/passwd")
+
+
 class SlurmdRuntime:
     """Starts, watches, stops and forgets pods' slurmd processes; thread-safe (the agent calls from threads)."""
 
@@ -398,15 +410,7 @@ class SlurmdRuntime:
         tmp.replace(self.state_dir / STICKY_FILE)
 
     def _ids(self, user: str) -> tuple[int, int]:
-        """uid and gid of ``user`` (a name in the chroot's passwd, or ``uid[:gid]``)."""
-        if user.replace(":", "").isdigit():
-            uid, _, gid = user.partition(":")
-            return int(uid), int(gid or uid)
-        for line in (self.root / "etc" / "passwd").read_text().splitlines():
-            fields = line.split(":")
-            if fields[0] == user and len(fields) > 3:
-                return int(fields[2]), int(fields[3])
-        raise OSError(f"user {user!r} is not in the Slurm chroot's /etc/passwd")
+        return chroot_ids(self.root, user)
 
     def _layout(self, record: PodProcess, launch: Launch) -> list[daemons.Bind]:
         """Write the pod's volumes (files changed since the last time only) and return their bind mounts."""

@@ -166,6 +166,14 @@ class Kube:
     def annotate(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
         self.patch(namespace, name, {"metadata": {"annotations": annotations}})
 
+    def namespace_gone_or_going(self, name: str) -> bool:
+        """The namespace is deleted or being deleted (a run's cleanup)."""
+        try:
+            status = self.core.read_namespace(name).status
+        except ApiException as err:
+            return bool(err.status == 404)
+        return bool(status and status.phase == "Terminating")
+
     def events(self, namespace: str, name: str) -> list[dict[str, Any]]:
         resp = self.core.list_namespaced_event(
             namespace, field_selector=f"involvedObject.name={name}", _preload_content=False

@@ -9,7 +9,6 @@ import math
 from pathlib import Path
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from bench import operator as bench_operator
 from tests.integration.cluster import Kube, Slurm
@@ -61,13 +60,7 @@ def test_quick_run_reports_every_figure_and_leaves_nothing(
 
     # Cleaned up: no pod left, the namespace is gone or going, no Slurm node of the run.
     assert report["cleanup"] == {"pods_left_after_60s": 0, "scale_ins_terminated": 0}
-    try:
-        status = kube.core.read_namespace(report["namespace"]).status
-        phase = status.phase if status else None
-    except ApiException as err:
-        assert err.status == 404
-    else:
-        assert phase == "Terminating"
+    assert kube.namespace_gone_or_going(report["namespace"])
     name = report["nodeset"]
     for node in (f"{name}-0", f"{name}-1", f"{name}h-0", f"{name}h-1"):
         assert slurm_node(slurm, node) is None, node
