@@ -38,9 +38,7 @@ class Requirement:
             return present
         if self.op == "!":
             return not present
-        if self.op == "=":
-            return present and value in self.values
-        if self.op == "in":
+        if self.op in ("=", "in"):
             return present and value in self.values
         return not present or value not in self.values  # "!=" and "notin"
 

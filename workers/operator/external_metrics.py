@@ -213,5 +213,8 @@ class ExternalMetricsServer:
             logger.warning("SubjectAccessReview of %s failed: %s", user, err)
             return False
         allowed = bool((answer.get("status") or {}).get("allowed"))
-        self._decisions[key] = (time.monotonic(), allowed)
+        now = time.monotonic()
+        # Keep only live decisions: the callers are few, but their namespaces and metrics are not bounded.
+        self._decisions = {k: v for k, v in self._decisions.items() if now - v[0] < DECISION_SECONDS}
+        self._decisions[key] = (now, allowed)
         return allowed
