@@ -52,8 +52,10 @@ class HeldJob:
         release_file(self.tag).touch()
 
     def finished(self, timeout: float = 30) -> dict[str, Any]:
+        """The job at its end: a final state, and no COMPLETING flag left (26.05 shows `COMPLETED, COMPLETING`
+        for a moment while the epilog runs)."""
         return eventually(
-            lambda: (j := self.info()) and j["job_state"][0] not in ("RUNNING", "PENDING", "COMPLETING") and j,
+            lambda: (j := self.info()) and not {"RUNNING", "PENDING", "COMPLETING"} & set(j["job_state"]) and j,
             timeout=timeout,
             what=f"job {self.job_id} done",
         )

@@ -197,8 +197,12 @@ def test_slinky_top_once_shows_the_clusters_partitions(managed: str, dev_env: di
         return int(next(line.split() for line in section.splitlines() if line.split()[:1] == ["cpu"])[1])
 
     def agree() -> str | None:
-        sinfo = kubectl(dev_env, "exec", "-n", NS, "deploy/login", "--", "sinfo", "-h", "-p", "cpu", "-o", "%D")
+        # slurmctld may be restarting (the NodeSet deleted above changed its config): then ask again.
+        listing = ("sinfo", "-h", "-p", "cpu", "-o", "%D")
+        sinfo = kubectl(dev_env, "exec", "-n", NS, "deploy/login", "--", *listing, check=False)
         text = frame()
+        if not sinfo.strip() or f"Cluster {NS}/slurm at " not in text:
+            return None
         return text if cpu_nodes(text) == sum(int(n) for n in sinfo.split()) else None
 
     text = wait_for(agree, 60, "slinky top's cpu nodes equal sinfo's")

@@ -109,7 +109,7 @@ def test_scale_in_takes_idle_nodes_first_and_waits_for_the_job_on_a_busy_one(
         seen_job_state = job.state()
         assert time.monotonic() < deadline_s, "the pod was never deleted"
         time.sleep(0.1)
-    done = job.info()
+    done = job.finished()
     assert done["job_state"] == ["COMPLETED"] and done["exit_code"]["return_code"]["number"] == 0
     assert seen_job_state in ("RUNNING", "COMPLETED", "COMPLETING", "")
     eventually(lambda: kube.pod(ns, busy) is None, 30, "the pod gone")

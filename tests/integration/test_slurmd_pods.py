@@ -128,7 +128,13 @@ def test_nodeset_pods_run_a_batch_job_and_leave_slurm_when_deleted(kube: Kube, s
     answer = slurm.http.post(f"{REST}/job/submit", headers=slurm._headers(), json={"job": desc, "script": script})
     job_id = answer.raise_for_status().json()["job_id"]
     job = eventually(
-        lambda: (j := slurm.job(job_id)) and j["job_state"][0] in ("COMPLETED", "FAILED", "CANCELLED") and j,
+        # The end: a final state without the COMPLETING flag the epilog leaves for a moment.
+        lambda: (
+            (j := slurm.job(job_id))
+            and j["job_state"][0] in ("COMPLETED", "FAILED", "CANCELLED")
+            and "COMPLETING" not in j["job_state"]
+            and j
+        ),
         timeout=15,
         what=f"job {job_id} done",
     )
