@@ -12,19 +12,25 @@ p99); the paced runs of raw Slurm and the bridge alternate for ``--rounds`` roun
 pooled. It also counts slurmrestd requests during the bridge's paced run from slurmrestd's own log, split into
 job-list polls and everything else. Usage::
 
-    .venv/bin/python bench/bridge.py --pods 64 --rate 10 --nodes 64
+    .venv/bin/python -m bench.bridge --pods 64 --rate 10 --nodes 64
 """
 
+# ruff: noqa: E402  (the path fix below must run before the other imports)
 from __future__ import annotations
+
+import os
+import sys
+
+# As `python bench/bridge.py` this directory comes first on sys.path, where bench/operator.py would shadow the
+# standard library's `operator` (which asyncio's `collections` imports): take the directory off the path first.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != os.path.dirname(os.path.abspath(__file__))]
 
 import argparse
 import asyncio
 import contextlib
 import json
-import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -37,10 +43,11 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from slinky import wellknown  # noqa: E402
-from slinky.clients.errors import KubeNotFound  # noqa: E402
-from slinky.clients.kube import KubeClient, pod_path  # noqa: E402
-from slinky.dev import stack  # noqa: E402
+from bench.common import CpuMeter, Progress
+from slinky import wellknown
+from slinky.clients.errors import KubeNotFound
+from slinky.clients.kube import KubeClient, pod_path
+from slinky.dev import stack
 
 KS_NAME = "bench-kube-scheduler"
 
@@ -74,6 +81,7 @@ class Bench:
         self.kube = KubeClient.from_kubeconfig(env["KUBECONFIG"])
         self.nodes = [f"bench-node-{i}" for i in range(1, args.nodes + 1)]
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.progress = Progress("bench.bridge")
 
     # ------------------------------------------------------------------------------------------- setup
     async def setup(self) -> None:
@@ -109,6 +117,7 @@ class Bench:
             r = await self.rest.post("/new/node", json={"node_conf": conf})
             if r.status_code != 200 and "already exists" not in r.text:
                 raise SystemExit(f"new/node {name}: {r.status_code} {r.text[:200]}")
+        self.progress.phase(f"{self.args.nodes} bench nodes added to Slurm; waiting for them to be Ready")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             nodes = (await self.kube.get("/api/v1/nodes", {"labelSelector": wellknown.LABEL_SIM_AGENT}))["items"]
@@ -124,6 +133,7 @@ class Bench:
             await asyncio.sleep(0.5)
         else:
             raise SystemExit("bench nodes not Ready in 60 s")
+        self.progress.phase(f"nodes Ready; {self.args.settle:.0f} s for the bridge's node caches to see them")
         await asyncio.sleep(self.args.settle)  # let the bridge's node caches see them (Slurm side: 30 s refresh)
 
     async def teardown(self) -> None:
@@ -163,6 +173,24 @@ class Bench:
 
         poller = asyncio.create_task(poll())
         start = time.monotonic()
+        pace = "burst" if rate is None else f"paced at {rate:g}/s"
+        label = f"raw Slurm {'allocate' if allocate else 'submit'} {pace}"
+        with self.progress.ticking(label, lambda: f"{len(submitted)}/{count} submitted, {len(running)} running"):
+            await self._raw_submit(count, rate, allocate, start, submitted)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), timeout=120)
+        done.set()
+        await poller
+        latencies = [running[j] - submitted[j] for j in running]
+        span = max(running.values(), default=start) - start
+        for jid in submitted:
+            await self.rest.delete(f"/job/{jid}")
+        await asyncio.sleep(1)
+        return {**summary(latencies, span, len(running)), "n": len(running), "samples": latencies}
+
+    async def _raw_submit(
+        self, count: int, rate: float | None, allocate: bool, start: float, submitted: dict[int, float]
+    ) -> None:
         for i in range(count):
             if rate:
                 await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
@@ -183,16 +211,6 @@ class Bench:
             else:
                 r = await self.rest.post("/job/submit", json={"job": desc})
             submitted[r.raise_for_status().json()["job_id"]] = t0
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(done.wait(), timeout=120)
-        done.set()
-        await poller
-        latencies = [running[j] - submitted[j] for j in running]
-        span = max(running.values(), default=start) - start
-        for jid in submitted:
-            await self.rest.delete(f"/job/{jid}")
-        await asyncio.sleep(1)
-        return {**summary(latencies, span, len(running)), "n": len(running), "samples": latencies}
 
     # ------------------------------------------------------------------------------------------- pods
     @contextlib.asynccontextmanager
@@ -204,7 +222,22 @@ class Bench:
         finally:
             await self.kube.delete(f"/api/v1/namespaces/{name}")
 
+    def cpu_meter(self) -> CpuMeter:
+        """The stack's processes (its pid files) and the ones this run started."""
+
+        def name(argv: list[str]) -> str:
+            return "bench-node-agent" if "slinky.dev.node_agent" in argv else f"bench-{Path(argv[0]).name}"
+
+        return CpuMeter.of_pid_files(stack.STATE / "pids", {name(list(p.args)): p.pid for p in self.procs})
+
     async def pods(self, scheduler: str, count: int, rate: float | None, prefix: str) -> dict[str, Any]:
+        """Create ``count`` pods (all at once, or paced at ``rate``), time create → bound, then delete them.
+
+        A burst also measures the CPU every process of the stack used from the first create until every pod
+        is gone: milliseconds per pod, per process.
+        """
+        label = f"{prefix} {'burst' if rate is None else f'paced at {rate:g}/s'}"
+        meter = self.cpu_meter() if rate is None else None
         async with self.namespace(prefix) as ns:
             created: dict[str, float] = {}
             bound: dict[str, float] = {}
@@ -223,6 +256,8 @@ class Bench:
                             return
 
             watcher = asyncio.create_task(watch())
+            if meter is not None:
+                meter.start()
             start = time.monotonic()
 
             async def create(i: int) -> None:
@@ -256,31 +291,40 @@ class Bench:
                 await self.kube.create(pod_path(ns), body)
 
             tasks = []
-            for i in range(count):
-                if rate:
-                    await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
-                tasks.append(asyncio.create_task(create(i)))
-            await asyncio.gather(*tasks)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(all_bound.wait(), timeout=180)
+            with self.progress.ticking(label, lambda: f"{len(created)}/{count} created, {len(bound)} bound"):
+                for i in range(count):
+                    if rate:
+                        await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+                    tasks.append(asyncio.create_task(create(i)))
+                await asyncio.gather(*tasks)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(all_bound.wait(), timeout=180)
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await watcher
             latencies = [bound[n] - created[n] for n in bound]
             span = max(bound.values(), default=start) - start
-            result = {**summary(latencies, span, len(bound)), "n": len(bound), "samples": latencies}
+            result: dict[str, Any] = {**summary(latencies, span, len(bound)), "n": len(bound), "samples": latencies}
             await self.delete_pods(ns, [f"p{i}" for i in range(count)])
+            if meter is not None:
+                used = meter.stop()
+                result["cpu_ms_per_pod"] = {k: round(v * 1000 / count, 1) for k, v in used.items() if v > 0}
+                result["cpu_ms_per_pod"]["all"] = round(sum(used.values()) * 1000 / count, 1)
             return result
 
     async def delete_pods(self, ns: str, names: list[str]) -> None:
+        """Delete the pods and wait until they are gone (the bridge's cleanup included: its finalizer)."""
         for name in names:
             with contextlib.suppress(KubeNotFound):
                 await self.kube.delete(pod_path(ns, name), grace_seconds=0)
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if not (await self.kube.get(pod_path(ns)))["items"]:
-                return
-            await asyncio.sleep(0.5)
+        left = len(names)
+        with self.progress.ticking(f"deleting {len(names)} pods in {ns}", lambda: f"{left} left"):
+            while time.monotonic() < deadline:
+                left = len((await self.kube.get(pod_path(ns)))["items"])
+                if not left:
+                    return
+                await asyncio.sleep(0.2)
 
     # ------------------------------------------------------------------------------------------- gangs
     async def raw_gang(self, size: int) -> float:
@@ -549,6 +593,10 @@ async def main() -> int:
         if key in results:
             r = results[key]
             print(f"{key:28} {r['p50_ms']:>9} {r['p99_ms']:>9} {r['per_second']:>9} {r['n']:>5}")
+    for key in ("kube_scheduler_burst", "bridge_burst"):
+        if "cpu_ms_per_pod" in results.get(key, {}):
+            cpu = results[key]["cpu_ms_per_pod"]
+            print(f"{key}: CPU ms per pod (create, bind, delete):", ", ".join(f"{k} {v}" for k, v in cpu.items()))
     if "bridge_rest_calls" in results:
         print("slurmrestd requests during the bridge's paced run:", results["bridge_rest_calls"])
     if "p50_difference_ms_per_round" in results:

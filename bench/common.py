@@ -1,14 +1,19 @@
 """What the benchmarks share: running one so that SIGTERM, like Ctrl-C, cancels it and its cleanup still runs,
-and observers that run in the background for the length of an ``async with``."""
+observers that run in the background for the length of an ``async with``, progress lines for long runs, and
+the CPU the stack's processes used during a phase."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
+import sys
 import threading
-from collections.abc import Awaitable, Callable
-from typing import Self, TypeVar
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Self, TextIO, TypeVar
 
 T = TypeVar("T")
 
@@ -50,3 +55,82 @@ class Observer:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+
+class Progress:
+    """Progress on stderr for long runs: ``phase`` prints a line at once, ``ticking`` a line every ``every``
+    seconds for as long as its ``with`` lasts, with the counts its callable reports (``"40/64 bound"``).
+
+    A thread prints, so a phase blocked in synchronous code (the chaos run) still shows it is alive.
+    """
+
+    def __init__(self, name: str, every: float = 5.0, stream: TextIO | None = None) -> None:
+        self.name = name
+        self.every = every
+        self.stream = stream or sys.stderr
+        self.started = time.monotonic()
+
+    def phase(self, text: str) -> None:
+        print(f"[{self.name} {time.monotonic() - self.started:7.1f}s] {text}", file=self.stream, flush=True)
+
+    @contextlib.contextmanager
+    def ticking(self, label: str, counts: Callable[[], str]) -> Iterator[None]:
+        stop = threading.Event()
+        began = time.monotonic()
+
+        def tick() -> None:
+            while not stop.wait(self.every):
+                with contextlib.suppress(Exception):  # a count read mid-update must not end the ticker
+                    self.phase(f"{label}: {counts()} ({time.monotonic() - began:.0f} s)")
+
+        self.phase(f"{label} ...")
+        thread = threading.Thread(target=tick, daemon=True, name=f"progress-{label}")
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            with contextlib.suppress(Exception):
+                self.phase(f"{label}: done, {counts()} in {time.monotonic() - began:.1f} s")
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a live process (its threads included), None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class CpuMeter:
+    """CPU seconds used by named processes between ``start`` and ``stop``: the stack's own (its pid files)
+    plus any the benchmark started. A process that restarted in between counts as missing, not as zero."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = dict(pids)
+        self._before: dict[str, float] = {}
+
+    @classmethod
+    def of_pid_files(cls, directory: Path, extra: dict[str, int] | None = None) -> CpuMeter:
+        pids: dict[str, int] = {}
+        for path in sorted(directory.glob("*.pid")):
+            with contextlib.suppress(ValueError, OSError):
+                pids[path.stem] = int(path.read_text().split()[0])
+        return cls({**pids, **(extra or {}), "benchmark": os.getpid()})
+
+    def start(self) -> None:
+        self._before = {name: s for name, pid in self.pids.items() if (s := cpu_seconds(pid)) is not None}
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds per process since ``start``, largest first."""
+        used: dict[str, float] = {}
+        for name, before in self._before.items():
+            after = cpu_seconds(self.pids[name])
+            if after is not None and after >= before:
+                used[name] = after - before
+        return dict(sorted(used.items(), key=lambda item: -item[1]))

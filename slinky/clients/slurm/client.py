@@ -20,6 +20,7 @@ one:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
@@ -323,7 +324,8 @@ class SlurmClient:
 
     async def _send(
         self, method: str, path: str, *, params: Mapping[str, Any] | None, body: Any
-    ) -> tuple[int, Any, httpx.Headers]:
+    ) -> tuple[int, bytes, httpx.Headers]:
+        """One HTTP request: status, the raw body, headers."""
         started = time.perf_counter()
         try:
             response = await self._http.request(method, path, params=params, json=body)
@@ -340,13 +342,7 @@ class SlurmClient:
             ) from exc
         elapsed_ms = (time.perf_counter() - started) * 1000
         logger.debug("%s %s -> %s in %.1f ms", method, path, response.status_code, elapsed_ms)
-        data: Any = None
-        if response.content:
-            try:
-                data = response.json()
-            except ValueError:
-                data = None
-        return response.status_code, data, response.headers
+        return response.status_code, response.content, response.headers
 
     async def _call(
         self,
@@ -380,7 +376,25 @@ class SlurmClient:
         params: Mapping[str, Any] | None,
         body: Any,
     ) -> _ResponseT:
-        status, data, headers = await self._send(method, path, params=params, body=body)
+        status, content, headers = await self._send(method, path, params=params, body=body)
+        if status < 300 and content:
+            # The common case, parsed and validated in one pass by pydantic-core (no Python JSON tree first:
+            # json.loads was the largest single cost of the bridge worker's job polls).
+            try:
+                answer = model.model_validate_json(content)
+            except ValidationError:
+                pass  # an error entry or an unexpected shape: the slow path below says which
+            else:
+                if not answer.errors:
+                    for note in answer.warnings:
+                        logger.debug("slurmrestd warning on %s %s: %s", method, path, note.description)
+                    return answer
+        data: Any = None
+        if content:
+            try:
+                data = json.loads(content)
+            except ValueError:
+                data = None
         entries = self._entries(data)
         if status >= 300 or entries:
             raise map_error(method, path, status, entries, retry_after=_retry_after(headers))
