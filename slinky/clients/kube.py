@@ -186,7 +186,7 @@ class KubeClient:
         config: KubeConfig,
         *,
         timeout: float = 30.0,
-        max_connections: int = 16,
+        max_connections: int = 8,
         transport: httpx.AsyncBaseTransport | None = None,
         user_agent: str | None = None,
     ) -> None:
@@ -202,9 +202,19 @@ class KubeClient:
             headers=headers,
             timeout=httpx.Timeout(timeout, connect=5.0),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-            # A small pool: with 64 connections a burst spent a fifth of the worker's CPU in httpcore's pool
-            # bookkeeping (py-spy). HTTP/2 was faster still, but its long watch streams stalled other requests
-            # for tens of seconds against kube-apiserver 1.20 (measured), so it is not used.
+            # A small pool: httpcore walks every pooled connection (a readability syscall each) to place each
+            # request and again when it ends; with 64 connections a burst spent a fifth of the worker's CPU in
+            # that bookkeeping (py-spy). HTTP/2 was faster still, but its long watch streams stalled other
+            # requests for tens of seconds against kube-apiserver 1.20 (measured), so it is not used.
+            transport=transport,
+        )
+        # Watches hold their connection for minutes: they get a pool of their own, so they neither take the
+        # short requests' connections nor lengthen the walk above.
+        self._streams = httpx.AsyncClient(
+            base_url=config.server,
+            verify=config.ssl_context,
+            headers=headers,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=16),
             transport=transport,
         )
 
@@ -214,6 +224,7 @@ class KubeClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        await self._streams.aclose()
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -312,7 +323,7 @@ class KubeClient:
         """
         query = {**(params or {}), "watch": "true", "allowWatchBookmarks": "true"}
         try:
-            async with self._http.stream("GET", path, params=query, timeout=httpx.Timeout(None, connect=5.0)) as r:
+            async with self._streams.stream("GET", path, params=query, timeout=httpx.Timeout(None, connect=5.0)) as r:
                 if r.status_code >= 400:
                     await r.aread()
                     raise_for_status(r, "WATCH", path)

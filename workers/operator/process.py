@@ -46,7 +46,6 @@ from workflows.nodeset import SA_NAMESPACE, SA_NODESET, SA_PHASE, SA_SLURM_NODE,
 from workflows.reconfigure import SA_CONTROLLER, ControllerReconfigureWorkflow
 
 logger = logging.getLogger(__name__)
-WATCHES_PER_SCOPE = 11
 """List+watch streams the runtime keeps open per watched namespace (or once, cluster-wide), besides the one
 on nodes: Controllers, RestApis, Accountings, LoginSets, NodeSets, Tokens, NodeSet pods, Secrets, ConfigMaps,
 StatefulSets, Deployments (a unit test holds it to the runtime's count)."""
@@ -79,10 +78,8 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
     ops = settings.operator
     temporal = await connect_temporal(settings)
     await ensure_search_attributes(temporal)
-    # Every open watch holds a connection of the pool: WATCHES_PER_SCOPE per watched namespace and the node
-    # watch, plus room for the requests.
-    scopes = max(len(ops.namespaces), 1)
-    kube = KubeClient.from_kubeconfig(settings.kube.kubeconfig, max_connections=16 + WATCHES_PER_SCOPE * scopes + 1)
+    # Watches have connections of their own (KubeClient); this pool is for the requests.
+    kube = KubeClient.from_kubeconfig(settings.kube.kubeconfig, max_connections=16)
     slurm = SlurmClients(kube, ops.rest_url or settings.slurm.rest_url, service_addresses=ops.service_addresses)
     events = EventRecorder(kube)
     worker = Worker(

@@ -122,7 +122,7 @@ class Runtime:
         return queue
 
     def watch_streams(self) -> int:
-        """List+watch streams ``run`` keeps open (each holds a connection of the Kubernetes client's pool)."""
+        """List+watch streams ``run`` keeps open (a connection each, in the Kubernetes client's stream pool)."""
         return sum(len(self._paths(watch)) for watch in self._collections.values())
 
     def _paths(self, watch: Watch) -> list[tuple[str | None, str]]:

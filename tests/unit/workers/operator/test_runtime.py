@@ -10,8 +10,6 @@ from typing import Any, cast
 
 from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
-from slinky.config import Settings
-from workers.operator.process import WATCHES_PER_SCOPE, build_runtime
 from workers.operator.runtime import Runtime, Watch
 from workers.operator.workqueue import Key
 
@@ -105,12 +103,3 @@ def test_a_warning_is_told_once_and_not_again_after_a_restart() -> None:
     obj["status"] = {"conditions": [{"type": "Ready", "status": "False", "reason": "DatabaseUnreachable"}]}
     restarted.warn_once(obj, "DatabaseUnreachable", "down")
     assert len(recorder.events) == 2, "the object's condition shows it was told"
-
-
-def test_the_operator_pool_is_sized_by_the_runtime_watch_count() -> None:
-    for namespaces in ([], ["a"], ["a", "b", "c"]):
-        settings = Settings.model_validate({"operator": {"namespaces": namespaces}})
-        runtime, _, _ = build_runtime(
-            cast(KubeClient, None), cast(EventRecorder, Recorder()), cast(Any, None), cast(Any, None), settings
-        )
-        assert runtime.watch_streams() == WATCHES_PER_SCOPE * max(len(namespaces), 1) + 1
