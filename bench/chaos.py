@@ -49,6 +49,7 @@ from kubernetes.client.rest import ApiException
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.common import Progress  # noqa: E402
 from slinky import wellknown  # noqa: E402
 from slinky.bridge.models.jobspec import pods_from_admin_comment  # noqa: E402
 from slinky.bridge.models.workload import job_owner_from_comment  # noqa: E402
@@ -291,20 +292,29 @@ def main(argv: list[str] | None = None) -> int:
         threading.Thread(target=_sample, args=(run,), daemon=True),
         threading.Thread(target=_supervisor, args=(run,), daemon=True),
     ]
+    progress = Progress("chaos")
+    ended: list[str] = []
     try:
         for thread in threads:
             thread.start()
-        _create_workloads(run, core, args, random.Random(args.seed + 1))
-        threads[0].join()  # every fault injected and restarted
+        with progress.ticking(
+            f"creating {args.workloads} workloads in {run.namespace}",
+            lambda: f"{len(run.pods)} pods created, kills {dict(run.faults) or 0}",
+        ):
+            _create_workloads(run, core, args, random.Random(args.seed + 1))
+            threads[0].join()  # every fault injected and restarted
         deadline = time.monotonic() + args.deadline
-        while time.monotonic() < deadline:
-            with contextlib.suppress(Exception):
-                phases = [p.status.phase for p in core.list_namespaced_pod(run.namespace).items]
-                if len(phases) == len(run.pods) and all(p in ("Succeeded", "Failed") for p in phases):
-                    break
-                if len(phases) < len(run.pods) and time.monotonic() - started > window + 60:
-                    break  # pods were deleted: no need to wait for them
-            time.sleep(1.0)
+        with progress.ticking("waiting for every pod to end", lambda: f"{len(ended)}/{len(run.pods)} ended"):
+            while time.monotonic() < deadline:
+                with contextlib.suppress(Exception):
+                    phases = [p.status.phase for p in core.list_namespaced_pod(run.namespace).items]
+                    ended[:] = [p for p in phases if p in ("Succeeded", "Failed")]
+                    if len(phases) == len(run.pods) and len(ended) == len(phases):
+                        break
+                    if len(phases) < len(run.pods) and time.monotonic() - started > window + 60:
+                        break  # pods were deleted: no need to wait for them
+                time.sleep(1.0)
+        progress.phase(f"settling {args.settle:.0f} s, then counting")
         run.stop.wait(args.settle)
         run.stop.set()
         threads[1].join()

@@ -56,7 +56,7 @@ import httpx  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.common import Observer, run_cancellable  # noqa: E402
+from bench.common import Observer, Progress, run_cancellable  # noqa: E402
 from slinky.clients.errors import KubeError, KubeNotFound  # noqa: E402
 from slinky.clients.kube import KubeClient  # noqa: E402
 from slinky.dev import launch, slurmd_runtime, stack  # noqa: E402
@@ -318,6 +318,7 @@ class Bench:
             timeout=30,
         )
         self.kube = KubeClient.from_kubeconfig(env["KUBECONFIG"])
+        self.progress = Progress("bench.operator")
         run = uuid.uuid4().hex[:5]
         self.namespace = f"bench-op-{run}"
         self.name = f"bo{run}"
@@ -523,11 +524,15 @@ class Bench:
             NodePoll(self.rest, set(self.names), self.args.poll_ms / 1000) as poll,
         ):
             started = time.monotonic()
-            await self.scale(len(self.names))
-            await until(lambda: len(poll.idle) == len(self.names), 180, "NodeSet nodes IDLE")
-            idle_at = time.monotonic()
-            with contextlib.suppress(TimeoutError):  # Ready follows IDLE by the agent's 0.5 s check
-                await until(lambda: set(self.names) <= set(pods.ready), 30, "NodeSet pods Ready")
+            count = len(self.names)
+            with self.progress.ticking(
+                f"scale-out 0 -> {count}", lambda: f"{len(pods.bound)} pods bound, {len(poll.idle)}/{count} nodes IDLE"
+            ):
+                await self.scale(count)
+                await until(lambda: len(poll.idle) == count, 180, "NodeSet nodes IDLE")
+                idle_at = time.monotonic()
+                with contextlib.suppress(TimeoutError):  # Ready follows IDLE by the agent's 0.5 s check
+                    await until(lambda: set(self.names) <= set(pods.ready), 30, "NodeSet pods Ready")
         after = await self.stats()
         result = {
             "all_idle_s": round(max(poll.idle.values()) - started, 3),
@@ -547,8 +552,12 @@ class Bench:
         ):
             await until(lambda: poll.samples > 0, 10, "first node poll")
             started = time.monotonic()
-            await self.scale(0)
-            await until(lambda: set(self.names) <= set(pods.deleted), 180, "NodeSet pods deleted")
+            count = len(self.names)
+            with self.progress.ticking(
+                f"scale-in {count} -> 0", lambda: f"{len(poll.drained)}/{count} drained, {len(pods.deleted)} pods gone"
+            ):
+                await self.scale(0)
+                await until(lambda: set(self.names) <= set(pods.deleted), 180, "NodeSet pods deleted")
             all_deleted = time.monotonic()
             with contextlib.suppress(TimeoutError):
                 await until(lambda: set(self.names) <= set(poll.gone), 30, "NodeSet nodes gone from Slurm")
@@ -571,6 +580,7 @@ class Bench:
         return result, delta(before, after)
 
     async def idle(self) -> Obj:
+        self.progress.phase(f"{self.args.idle_seconds:g} s of steady state")
         before = await self.stats()
         await asyncio.sleep(self.args.idle_seconds)
         return delta(before, await self.stats())
@@ -668,13 +678,15 @@ class Bench:
         rounds: list[Obj] = []
         rest: dict[str, list[Obj]] = {"scale_out": [], "idle": [], "scale_in": []}
         try:
+            self.progress.phase(f"namespace {self.namespace}; starting the operator")
             await self.setup()
             self.start_operator()
             await self.operator_ready()
             await self.kube.create(f"{API}/namespaces/{self.namespace}/nodesets", self.nodeset_body(self.name, 0))
             await self.nodeset_ready()  # its first reconcile: the Controller's poll starts, the PDB is made
             others: set[int] = set(other_operators(self.proc.pid if self.proc else None, self.namespace))
-            for _ in range(self.args.rounds):
+            for i in range(self.args.rounds):
+                self.progress.phase(f"round {i + 1}/{self.args.rounds}: {self.args.pods} slurmd started by hand")
                 hand = await self.by_hand()
                 out, out_calls = await self.scale_out()
                 rest["idle"].append(await self.idle())
