@@ -78,6 +78,14 @@ class WorkerSettings(BaseModel):
     sandbox: bool = Field(
         False, description="Run workflows in the Temporal sandbox (slower; see workers/bridge/worker.py)."
     )
+    eager_start: bool | None = Field(
+        None,
+        description="Start a pod's lifecycle on the leader's own worker (saves a task-queue round trip); "
+        "default: only without leader election, since with it the replicas share the lifecycles.",
+    )
+
+    def eager_start_or_default(self, leader_election: bool) -> bool:
+        return (not leader_election) if self.eager_start is None else self.eager_start
 
 
 class LeaderElectionSettings(BaseModel):

@@ -99,8 +99,14 @@ async def run_as_leader(
 
 
 def main(body: Body, lease_name: Callable[[Settings], str]) -> None:
-    """A process entry point: settings from the environment, logging, SIGTERM/SIGINT stop `body`; a lost
-    lease exits 1 so that the replica comes back as a standby."""
+    """A process entry point: settings from the environment, logging, SIGTERM/SIGINT stop `body`, which runs
+    only while this replica leads; a lost lease exits 1 so that the replica comes back as a standby."""
+    serve_process(lambda settings, stop, health: run_as_leader(settings, lease_name(settings), body, stop, health))
+
+
+def serve_process(run: Callable[[Settings, asyncio.Event, Health], Awaitable[None]]) -> None:
+    """A process entry point around ``run``, which elects (or not) by itself: settings, logging, the health
+    endpoint, SIGTERM/SIGINT set ``stop``; a lost lease exits 1."""
     settings = Settings()
     configure_logging(settings.telemetry)
 
@@ -114,7 +120,7 @@ def main(body: Body, lease_name: Callable[[Settings], str]) -> None:
         if settings.telemetry.health_port:
             server = await serve(health, settings.telemetry.health_port, settings.telemetry.metrics_address)
         try:
-            await run_as_leader(settings, lease_name(settings), body, stop, health)
+            await run(settings, stop, health)
         finally:
             if server is not None:
                 server.close()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
 
 from slinky import wellknown
 from slinky.clients.errors import KubeNotFound
@@ -150,13 +151,16 @@ def bound_node(kubeconfig: str, namespace: str, name: str) -> str:
     return str(get_json(kubeconfig, "pod", "-n", namespace, name).get("spec", {}).get("nodeName") or "")
 
 
-def create_pod(kubeconfig: str, namespace: str, name: str) -> None:
+def create_pod(kubeconfig: str, namespace: str, name: str, seconds: int | None = None) -> None:
+    """A bridge pod; with ``seconds`` the node agent runs it that long, and it ends Succeeded."""
+    annotations = f", annotations: {{{wellknown.ANNOTATION_SIM_RUN_SECONDS}: '{seconds}'}}" if seconds else ""
     manifest = f"""
 apiVersion: v1
 kind: Pod
-metadata: {{name: {name}, namespace: {namespace}}}
+metadata: {{name: {name}, namespace: {namespace}{annotations}}}
 spec:
   schedulerName: {wellknown.SCHEDULER_NAME}
+  restartPolicy: Never
   containers: [{{name: c, image: busybox}}]
 """
     kubectl = ["kubectl", "--kubeconfig", kubeconfig]
@@ -201,6 +205,76 @@ def test_a_standby_replica_takes_over_when_the_leader_is_killed(
             assert holder(kubeconfig, lease) == ""
     finally:
         for proc in replicas:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        subprocess.run([*kubectl, "delete", "namespace", namespace, "--wait=false"], capture_output=True)
+
+
+def pods_json(kubeconfig: str, namespace: str) -> list[dict[str, Any]]:
+    return list(get_json(kubeconfig, "pods", "-n", namespace).get("items", []))
+
+
+def phases(kubeconfig: str, namespace: str) -> list[str]:
+    return [p["status"].get("phase", "") for p in pods_json(kubeconfig, namespace)]
+
+
+async def lifecycle_workers(address: str, namespace: str) -> dict[str, set[str]]:
+    """Per lifecycle of the namespace, the identities (``pid@host``) of the workers that completed its tasks."""
+    temporal = await Client.connect(address)
+    out: dict[str, set[str]] = {}
+    async for wf in temporal.list_workflows(f"WorkflowType = 'WorkloadWorkflow' AND SlinkyNamespace = '{namespace}'"):
+        history = await temporal.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+        out[wf.id] = {
+            e.workflow_task_completed_event_attributes.identity
+            for e in history.events
+            if e.HasField("workflow_task_completed_event_attributes")
+        }
+    return out
+
+
+@pytest.mark.timeout(300)
+async def test_replicas_share_the_lifecycles_and_only_the_leader_watches(
+    dev_env: dict[str, str], lease: str, tmp_path: Path
+) -> None:
+    """Two replicas: both run lifecycles from the one task queue (issue 16), only the leader runs the watchers,
+    and every pod runs and ends as with one replica."""
+    kubeconfig = dev_env["KUBECONFIG"]
+    namespace = f"le-{uuid.uuid4().hex[:6]}"
+    kubectl = ["kubectl", "--kubeconfig", kubeconfig]
+    subprocess.run([*kubectl, "create", "namespace", namespace], check=True, capture_output=True)
+    logs = {name: tmp_path / f"{name}.log" for name in ("first", "second")}
+    replicas: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        with worker_killed():
+            replicas["first"] = start_replica(lease, "first", logs["first"])
+            eventually(lambda: holder(kubeconfig, lease) == "first", 30, "the first replica leads")
+            replicas["second"] = start_replica(lease, "second", logs["second"])
+            eventually(lambda: "bridge worker running" in logs["second"].read_text(), 30, "the follower polls")
+            for i in range(16):
+                create_pod(kubeconfig, namespace, f"p{i}", seconds=2)
+            eventually(lambda: phases(kubeconfig, namespace) == ["Succeeded"] * 16, 120, "every pod ran and succeeded")
+            workers = await lifecycle_workers(dev_env["TEMPORAL_ADDRESS"], namespace)
+            pids = {name: f"{proc.pid}@" for name, proc in replicas.items()}
+            ran = {
+                name: [wid for wid, ids in workers.items() if any(i.startswith(pid) for i in ids)]
+                for name, pid in pids.items()
+            }
+            assert len(workers) == 16, workers
+            assert ran["first"] and ran["second"], f"both replicas ran lifecycles: {ran}"
+            assert "bridge replica leads" in logs["first"].read_text()
+            assert "bridge replica leads" not in logs["second"].read_text(), "the follower ran no watcher"
+            eventually(
+                lambda: not [p for p in pods_json(kubeconfig, namespace) if p["metadata"].get("finalizers")],
+                60,
+                "every lifecycle cleaned up (no finalizer left)",
+            )
+            for proc in replicas.values():
+                proc.send_signal(signal.SIGTERM)
+            for proc in replicas.values():
+                assert proc.wait(30) == 0
+    finally:
+        for proc in replicas.values():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)

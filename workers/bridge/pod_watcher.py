@@ -111,8 +111,10 @@ class PodWatcher:
         defaults: TranslateDefaults,
         events: EventRecorder | None = None,
         safety_recheck_seconds: float = 300.0,
+        eager_start: bool = True,
     ) -> None:
         self.kube = kube
+        self.eager_start = eager_start
         self.events = events or EventRecorder(kube)
         self.temporal = temporal
         self.task_queue = task_queue
@@ -289,14 +291,15 @@ class PodWatcher:
             defaults=self.defaults,
             safety_recheck_seconds=self.safety_recheck_seconds,
         )
-        # A gang member joins with signal-with-start; a single pod starts eagerly on this worker.
+        # A gang member joins with signal-with-start; a single pod starts eagerly on this worker (unless the
+        # replicas share the lifecycles: then the task queue hands it to whichever polls first).
         extra: dict[str, Any] = (
             {
                 "start_signal": "pod_event",
                 "start_signal_args": [PodEvent(uid=ref.uid, name=ref.name, kind=PodEventKind.ADDED)],
             }
             if group is not None
-            else {"id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING, "request_eager_start": True}
+            else {"id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING, "request_eager_start": self.eager_start}
         )
         async with self._sem:
             for attempt in range(5):

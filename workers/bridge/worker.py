@@ -1,11 +1,13 @@
-"""The bridge worker process: Temporal worker + pod watcher + Slurm job router + node cache + GC.
+"""The bridge worker process: Temporal worker + node cache on every replica; pod watcher + Slurm job router + GC
++ node sync on the leader.
 
-One asyncio loop runs them all, so the submit activity reads the router's job index for free and the
-pod watcher can start workflows eagerly on this very worker. For availability run several replicas with
-leader election (``SLINKY_LEADER_ELECTION__ENABLED=true``, the chart's default): one leads and runs all of
-this, the others wait for its Lease; the lifecycles live in Temporal, so a new leader picks them up. Without it
-every replica runs everything, which is safe (workflow IDs derive from pod UIDs, every step is idempotent) but
-repeats the watches and polls (docs/bridge.md).
+Every replica polls the task queue, so N replicas share the lifecycles (workflow tasks and their local
+activities). The watchers run once, on the replica that holds the Lease (``SLINKY_LEADER_ELECTION__ENABLED=true``,
+the chart's default); without election the one replica runs everything. On the leader the activities read the
+watchers' views: the submit activity the router's job index (and the free-node estimate that lets it allocate
+at once), the translation the pod watcher's cache. A follower's activities ask the API servers instead, and its
+jobs are queued (``job/submit``), since it has no view of free nodes; the leader's watcher sees them at its next
+poll and routes their events to the lifecycle wherever it runs (docs/bridge.md, "Several replicas").
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from slinky.bridge.models.jobspec import TranslateDefaults
 from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
 from slinky.clients.slurm import SlurmClient
+from slinky.clients.slurm.models import JobInfo
 from slinky.config import Settings
 from workers import leading
 from workers.bridge.capacity import FreeNodes
@@ -33,56 +36,46 @@ from workers.bridge.node_cache import NodeCache
 from workers.bridge.node_sync import NodeSyncer
 from workers.bridge.pod_watcher import PodWatcher
 from workers.bridge.slurm_router import SlurmJobRouter
+from workers.health import Health
 from workers.leading import connect_temporal, run_as_leader
 from workflows.workload import WorkloadWorkflow
 
 logger = logging.getLogger("workers.bridge")
 
 
+class NoJobIndex:
+    """A follower's job index: it has no watcher. The submit activity then asks Slurm itself on a retry, the
+    one case where a job of the same submission may exist already (as the leader does when its index has not
+    seen the job yet)."""
+
+    async def wait_synced(self) -> None:
+        return None
+
+    def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None:
+        return None
+
+    def expect(self, job: JobInfo) -> None:
+        return None
+
+
 async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
-    """Run the bridge until ``stop``; with leader election, only while this replica leads.
+    """Run the bridge replica until ``stop``.
 
     Raises:
-        LeadershipLost: The lease slipped away while leading (``main`` exits 1 and comes back as a standby).
+        LeadershipLost: The lease slipped away while leading (``main`` exits 1 and comes back as a follower).
     """
-    await run_as_leader(settings, settings.leader_election.name, run_bridge, stop or asyncio.Event())
+    await run_bridge(settings, stop or asyncio.Event(), Health())
 
 
-async def run_bridge(settings: Settings, stop: asyncio.Event) -> None:
-    """Every component of the bridge, in one loop, until ``stop``."""
+async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) -> None:
+    """One replica until ``stop``: the Temporal worker always, the watchers while it leads."""
     temporal = await connect_temporal(settings)
     kube = KubeClient.from_kubeconfig(settings.kube.kubeconfig)
     slurm = SlurmClient.from_settings(settings.slurm)
     nodes = NodeCache(kube, slurm)
-    gc = GarbageCollector(kube, slurm, temporal)
-    router = SlurmJobRouter(
-        slurm,
-        temporal,
-        request_gc=gc.collect_soon,
-        interval_seconds=settings.slurm.watch_interval_seconds,
-        fast_interval_seconds=settings.slurm.watch_fast_interval_seconds,
-        fast_window_seconds=settings.slurm.watch_fast_window_seconds,
-    )
-    defaults = TranslateDefaults(partition=settings.bridge.partition, mcs_label=settings.bridge.mcs_label)
     events = EventRecorder(kube)  # Events are posted in the background, like client-go's recorder
-    pods = PodWatcher(
-        kube,
-        temporal,
-        task_queue=settings.temporal.task_queue,
-        scheduler_name=settings.bridge.scheduler_name,
-        defaults=defaults,
-        events=events,
-    )
-    if settings.telemetry.metrics_port:
-        telemetry.REGISTRY.register(
-            telemetry.PollCollector(
-                lambda: (router.watcher.polls, router.watcher.errors, router.watcher.controller_restarts)
-            )
-        )
-        telemetry.start_metrics_server(settings.telemetry.metrics_port, settings.telemetry.metrics_address)
-    kube_acts = KubeActivities(kube, nodes, events, pods)
-    capacity = FreeNodes(router.watcher, nodes) if settings.slurm.immediate_allocation else None
-    slurm_acts = SlurmActivities(slurm, router, capacity)
+    kube_acts = KubeActivities(kube, nodes, events, None)
+    slurm_acts = SlurmActivities(slurm, NoJobIndex(), None)
     worker = Worker(
         temporal,
         task_queue=settings.temporal.task_queue,
@@ -98,28 +91,73 @@ async def run_bridge(settings: Settings, stop: asyncio.Event) -> None:
         workflow_runner=SandboxedWorkflowRunner() if settings.worker.sandbox else UnsandboxedWorkflowRunner(),
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
-    background = [
-        asyncio.create_task(nodes.run(), name="node-cache"),
-        asyncio.create_task(router.run(), name="slurm-router"),
-        asyncio.create_task(gc.run(), name="gc"),
-        asyncio.create_task(NodeSyncer.from_settings(kube, slurm, settings).run(), name="node-sync"),
-    ]
+
+    async def lead(settings: Settings, stop: asyncio.Event) -> None:
+        """The watchers, and the activities' views of them, while this replica leads."""
+        gc = GarbageCollector(kube, slurm, temporal)
+        router = SlurmJobRouter(
+            slurm,
+            temporal,
+            request_gc=gc.collect_soon,
+            interval_seconds=settings.slurm.watch_interval_seconds,
+            fast_interval_seconds=settings.slurm.watch_fast_interval_seconds,
+            fast_window_seconds=settings.slurm.watch_fast_window_seconds,
+        )
+        pods = PodWatcher(
+            kube,
+            temporal,
+            task_queue=settings.temporal.task_queue,
+            scheduler_name=settings.bridge.scheduler_name,
+            defaults=TranslateDefaults(partition=settings.bridge.partition, mcs_label=settings.bridge.mcs_label),
+            events=events,
+            # A lifecycle started eagerly runs on this replica (and stays there); with followers it goes to
+            # the task queue, so that whichever replica polls first takes it.
+            eager_start=settings.worker.eager_start_or_default(settings.leader_election.enabled),
+        )
+        if settings.telemetry.metrics_port:
+            telemetry.REGISTRY.register(
+                telemetry.PollCollector(
+                    lambda: (router.watcher.polls, router.watcher.errors, router.watcher.controller_restarts)
+                )
+            )
+        kube_acts.pods = pods
+        slurm_acts.index = router
+        slurm_acts.capacity = FreeNodes(router.watcher, nodes) if settings.slurm.immediate_allocation else None
+        tasks = [
+            asyncio.create_task(router.run(), name="slurm-router"),
+            asyncio.create_task(gc.run(), name="gc"),
+            asyncio.create_task(NodeSyncer.from_settings(kube, slurm, settings).run(), name="node-sync"),
+            asyncio.create_task(pods.run(), name="pod-watcher"),
+        ]
+        logger.info("bridge replica leads: watchers running")
+        try:
+            await stop.wait()
+        finally:
+            kube_acts.pods, slurm_acts.index, slurm_acts.capacity = None, NoJobIndex(), None
+            await _cancel(tasks)
+
+    if settings.telemetry.metrics_port:
+        telemetry.start_metrics_server(settings.telemetry.metrics_port, settings.telemetry.metrics_address)
+    cache = asyncio.create_task(nodes.run(), name="node-cache")
     try:
         await asyncio.wait_for(nodes.synced.wait(), timeout=30)
         async with worker:
-            background.append(asyncio.create_task(pods.run(), name="pod-watcher"))
             logger.info("bridge worker running on task queue %s", settings.temporal.task_queue)
-            await stop.wait()
+            await run_as_leader(settings, settings.leader_election.name, lead, stop, health)
     finally:
-        for task in background:
-            task.cancel()
-        for task in background:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await _cancel([cache])
         await events.aclose()
         await kube.aclose()
         await slurm.aclose()
 
 
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+
 def main() -> None:
-    leading.main(run_bridge, lambda settings: settings.leader_election.name)
+    leading.serve_process(run_bridge)
