@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
@@ -154,6 +155,26 @@ async def test_retry_after_header_is_carried() -> None:
         with pytest.raises(SlurmUnavailable) as caught:
             await client.diag()
     assert caught.value.retry_after == 0.0 and caught.value.status_code == 503
+
+
+async def test_a_429_under_load_is_waited_out_as_the_server_asks_not_hammered() -> None:
+    busy = lambda r: httpx.Response(429, headers={"Retry-After": "0.3"})  # noqa: E731
+    router = Router().add("GET", f"{V}/job/1", busy, (200, sample("get_job_running.json")))
+    async with make_client(router, read_retries=2) as client:
+        started = time.monotonic()
+        job = await client.get_job(1)
+    assert job.is_running
+    assert len(router.calls("GET", f"{V}/job/1")) == 2, "one retry, not a burst"
+    assert time.monotonic() - started >= 0.3, "the retry came after the server's Retry-After"
+
+
+async def test_a_503_on_a_write_is_not_resent_and_says_when_to_try_again() -> None:
+    router = Router().add("POST", f"{V}/job/submit", lambda r: httpx.Response(503, headers={"Retry-After": "2"}))
+    async with make_client(router, read_retries=3) as client:
+        with pytest.raises(SlurmUnavailable) as caught:
+            await client.submit_job(JobDescMsg(name="x", partition="p"))
+    assert len(router.requests) == 1, "a write is never resent by the client (the activity's retry policy decides)"
+    assert caught.value.retry_after == 2.0 and caught.value.outcome_unknown
 
 
 async def test_connect_failure_is_unavailable_and_post_is_not_retried() -> None:
