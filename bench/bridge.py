@@ -118,7 +118,7 @@ class Bench:
             if r.status_code != 200 and "already exists" not in r.text:
                 raise SystemExit(f"new/node {name}: {r.status_code} {r.text[:200]}")
         self.progress.phase(f"{self.args.nodes} bench nodes added to Slurm; waiting for them to be Ready")
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 60 + self.args.nodes / 10
         while time.monotonic() < deadline:
             nodes = (await self.kube.get("/api/v1/nodes", {"labelSelector": wellknown.LABEL_SIM_AGENT}))["items"]
             ready = [
@@ -132,7 +132,7 @@ class Bench:
                 break
             await asyncio.sleep(0.5)
         else:
-            raise SystemExit("bench nodes not Ready in 60 s")
+            raise SystemExit(f"bench nodes not Ready in {60 + self.args.nodes / 10:.0f} s")
         self.progress.phase(f"nodes Ready; {self.args.settle:.0f} s for the bridge's node caches to see them")
         await asyncio.sleep(self.args.settle)  # let the bridge's node caches see them (Slurm side: 30 s refresh)
 
@@ -504,6 +504,16 @@ async def measure(args: argparse.Namespace, only: set[str]) -> dict[str, Any]:
     gangs: list[dict[str, float]] = []
     try:
         await bench.setup()
+        if args.idle_seconds:
+            # Steady state at this size: what the watches, polls and node sync cost with nothing to schedule.
+            meter = bench.cpu_meter()
+            meter.start()
+            bench.progress.phase(f"{args.idle_seconds:g} s of steady state with {args.nodes + 4} nodes")
+            await asyncio.sleep(args.idle_seconds)
+            used = meter.stop()
+            results["idle_cpu_ms_per_second"] = {
+                k: round(v * 1000 / args.idle_seconds, 1) for k, v in used.items() if v > 0
+            }
         if "kube-scheduler" in only:
             bench.start_kube_scheduler()
             await asyncio.sleep(3)
@@ -586,6 +596,9 @@ async def main() -> int:
         help="comma-separated systems to run: raw, kube-scheduler, bridge (ratios need all three)",
     )
     parser.add_argument("--bursts", type=int, default=1, help="bursts per system; the median is reported")
+    parser.add_argument(
+        "--idle-seconds", type=float, default=10.0, help="steady state measured after setup (CPU per second)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     only = {s.strip() for s in args.only.split(",") if s.strip()}
@@ -611,6 +624,9 @@ async def main() -> int:
         if key in results:
             r = results[key]
             print(f"{key:28} {r['p50_ms']:>9} {r['p99_ms']:>9} {r['per_second']:>9} {r['n']:>5}")
+    if "idle_cpu_ms_per_second" in results:
+        idle = results["idle_cpu_ms_per_second"]
+        print("steady state, CPU ms per second:", ", ".join(f"{k} {v}" for k, v in idle.items()))
     for key in ("kube_scheduler_burst", "bridge_burst"):
         if "cpu_ms_per_pod" in results.get(key, {}):
             cpu = results[key]["cpu_ms_per_pod"]

@@ -146,6 +146,11 @@ class Member:
         return self.gone or self.terminal
 
 
+def _members_in(arg: Any) -> int:
+    """How many pods a call acts on, one API call each (its deadline grows with them)."""
+    return len(getattr(arg, "pods", None) or getattr(arg, "bindings", None) or ())
+
+
 @workflow.defn(name="WorkloadWorkflow")
 class WorkloadWorkflow:
     def __init__(self) -> None:
@@ -273,13 +278,15 @@ class WorkloadWorkflow:
             name,
             arg,
             result_type=result_type,
-            start_to_close_timeout=retry.CALL_TIMEOUT,
+            start_to_close_timeout=retry.call_timeout(_members_in(arg)),
             retry_policy=policy,
         )
         return result
 
     async def _do(self, name: str, arg: Any, policy: Any = retry.KUBE) -> None:
-        await workflow.execute_local_activity(name, arg, start_to_close_timeout=retry.CALL_TIMEOUT, retry_policy=policy)
+        await workflow.execute_local_activity(
+            name, arg, start_to_close_timeout=retry.call_timeout(_members_in(arg)), retry_policy=policy
+        )
 
     async def _best_effort(self, name: str, arg: Any) -> None:
         """Events, conditions, PodGroup phases: a few tries, and a failure (the apiserver is down) is logged, never

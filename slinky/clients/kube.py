@@ -178,6 +178,10 @@ def pod_path(namespace: str, name: str | None = None, sub: str | None = None) ->
     return path
 
 
+POOL_TIMEOUTS_BEFORE_RESET = 5
+_closing: set[asyncio.Task[None]] = set()
+
+
 class KubeClient:
     """One pooled async connection set to one API server."""
 
@@ -196,18 +200,25 @@ class KubeClient:
         if config.token:
             headers["Authorization"] = f"Bearer {config.token}"
         self.config = config
-        self._http = httpx.AsyncClient(
-            base_url=config.server,
-            verify=config.ssl_context,
-            headers=headers,
-            timeout=httpx.Timeout(timeout, connect=5.0),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-            # A small pool: httpcore walks every pooled connection (a readability syscall each) to place each
-            # request and again when it ends; with 64 connections a burst spent a fifth of the worker's CPU in
-            # that bookkeeping (py-spy). HTTP/2 was faster still, but its long watch streams stalled other
-            # requests for tens of seconds against kube-apiserver 1.20 (measured), so it is not used.
-            transport=transport,
-        )
+
+        def requests_client() -> httpx.AsyncClient:
+            return httpx.AsyncClient(
+                base_url=config.server,
+                verify=config.ssl_context,
+                headers=headers,
+                timeout=httpx.Timeout(timeout, connect=5.0),
+                limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+                # A small pool: httpcore walks every pooled connection (a readability syscall each) to place each
+                # request and again when it ends; with 64 connections a burst spent a fifth of the worker's CPU
+                # in that bookkeeping (py-spy). HTTP/2 was faster still, but its long watch streams stalled other
+                # requests for tens of seconds against kube-apiserver 1.20 (measured), so it is not used.
+                transport=transport,
+            )
+
+        self._requests_client = requests_client
+        self._http = requests_client()
+        self._pool_timeouts = 0
+        self.pools_replaced = 0
         # Watches hold their connection for minutes: they get a pool of their own, so they neither take the
         # short requests' connections nor lengthen the walk above.
         self._streams = httpx.AsyncClient(
@@ -249,12 +260,34 @@ class KubeClient:
         try:
             resp = await self._http.request(method, path, content=content, params=params, headers=headers)
         except httpx.TransportError as err:
+            if isinstance(err, httpx.PoolTimeout):
+                self._pool_wedged()
             raise KubeUnavailable(f"{method} {path}: {type(err).__name__}", status_code=None) from err
+        self._pool_timeouts = 0
         raise_for_status(resp, method, path)
         if not decode:
             return {}
         data = resp.json() if resp.content else {}
         return data if isinstance(data, dict) else {"items": data}
+
+    def _pool_wedged(self) -> None:
+        """After ``POOL_TIMEOUTS_BEFORE_RESET`` pool timeouts in a row with no answer in between, start a new pool.
+
+        A pool whose every connection stays taken although the API server answers others at once was seen once,
+        after a 1,000-pod gang's calls were cancelled by their deadline: every later call of the process
+        timed out waiting for a connection (GC, other lifecycles), for minutes, until a restart. The old pool's
+        requests still in flight fail and are retried by their callers.
+        """
+        self._pool_timeouts += 1
+        if self._pool_timeouts < POOL_TIMEOUTS_BEFORE_RESET:
+            return
+        logger.warning("Kubernetes client: %d pool timeouts in a row; starting a new pool", self._pool_timeouts)
+        old, self._http = self._http, self._requests_client()
+        self._pool_timeouts = 0
+        self.pools_replaced += 1
+        task = asyncio.get_running_loop().create_task(old.aclose())
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Obj:
         return await self.request("GET", path, params=params)

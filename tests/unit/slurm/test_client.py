@@ -383,3 +383,17 @@ async def test_allocate_of_an_external_job_is_refused_on_v0042_before_sending() 
         with pytest.raises(SlurmUnsupported):
             await client.allocate_job(EXTERNAL)
     assert router.requests == []
+
+
+async def test_nodes_since_reads_slurms_304_as_unchanged_and_keeps_the_time() -> None:
+    listed = {
+        "nodes": [{"name": "n1", "state": ["IDLE"]}],
+        "last_update": {"set": True, "infinite": False, "number": 7},
+    }
+    router = Router().add("GET", f"{V}/nodes", (200, listed), lambda r: httpx.Response(304))
+    async with make_client(router) as client:
+        first = await client.list_nodes_since(None)
+        second = await client.list_nodes_since(first.last_update)
+    assert (first.changed, [n.name for n in first.nodes], first.last_update) == (True, ["n1"], 7)
+    assert (second.changed, second.nodes, second.last_update) == (False, [], 7)
+    assert [r.url.params.get("update_time") for r in router.calls("GET", f"{V}/nodes")] == [None, "7"]

@@ -1,0 +1,323 @@
+"""Many open workloads: the bridge with ``--workloads`` pods, nearly all of them pending in Slurm.
+
+Needs the local stack (``slinky dev up``). In a fresh namespace it creates ``--workloads`` single-pod workloads at
+``--rate`` pods/s. The stack's few bridge nodes run the first pods (until deleted); every other pod gets a
+pending Slurm job. Then it measures, with everything open:
+
+* the bridge worker's and the Temporal server's memory (RSS), and the Temporal database on disk;
+* ``slinky workloads list`` (the namespace's lifecycles) and ``slinky workloads why POD`` (a pending pod), wall
+  time as a user runs them, against ``squeue``-like raw reads of the same jobs from slurmrestd;
+* freeing nodes: the running pods are deleted; time until as many queued pods are bound, against Slurm's
+  scheduling interval;
+* deleting everything: every pod deleted at once; time until no job of the run is live in Slurm and no pod is
+  left (no stuck finalizer).
+
+``--kill-at F`` sends ``kill -9`` to the bridge worker when a fraction F of the pods exists and restarts it with
+``slinky dev up``; the run then checks that nothing was lost (every pod got exactly one job). Progress is printed
+to stderr every few seconds. Usage::
+
+    .venv/bin/python -m bench.scale --workloads 10000 --rate 25 --kill-at 0.5
+    .venv/bin/python -m bench.scale --workloads 200 --rate 20        # a short run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import Progress, cpu_seconds, run_cancellable
+from slinky import wellknown
+from slinky.clients.errors import KubeError
+from slinky.clients.kube import KubeClient, pod_path
+from slinky.dev import stack
+
+REPO = Path(__file__).resolve().parents[1]
+LIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED")
+
+
+def rss_mib(pid: int | None) -> float | None:
+    """Resident memory of a process in MiB, None when it is gone."""
+    if pid is None:
+        return None
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def pid_of(name: str) -> int | None:
+    try:
+        return int((stack.STATE / "pids" / f"{name}.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def disk_mib(prefix: Path) -> float:
+    return round(sum(p.stat().st_size for p in prefix.parent.glob(prefix.name + "*")) / 2**20, 1)
+
+
+def timed(*argv: str) -> tuple[float, str]:
+    """Wall seconds and output of a command run as a user would."""
+    started = time.monotonic()
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=stack.env_values(), timeout=300)
+    return round(time.monotonic() - started, 2), out.stdout + out.stderr
+
+
+class Scale:
+    def __init__(self, env: dict[str, str], args: argparse.Namespace) -> None:
+        self.env, self.args = env, args
+        token = Path(env["SLURM_JWT_FILE"]).read_text().strip()
+        self.rest = httpx.AsyncClient(
+            base_url=env["SLURM_REST_URL"] + "/slurm/v0.0.44",
+            headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token},
+            timeout=120,
+        )
+        self.kube = KubeClient.from_kubeconfig(env["KUBECONFIG"])
+        self.namespace = f"bench-scale-{uuid.uuid4().hex[:6]}"
+        self.progress = Progress("bench.scale")
+        self.created = 0
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.jobs: set[int] = set()
+        self.live_before = 0
+
+    # ----------------------------------------------------------------------------------------------- reads
+    async def states(self) -> dict[int, list[str]]:
+        """Every job's state (``GET jobs/state``: a few bytes per job)."""
+        r = await self.rest.get("/jobs/state")
+        return {int(j["job_id"]): list(j["state"]) for j in r.json().get("jobs", [])}
+
+    async def refresh_pods(self) -> None:
+        items = (await self.kube.get(pod_path(self.namespace)))["items"]
+        self.pods = {p["metadata"]["name"]: p for p in items}
+        for pod in items:
+            job = job_of(pod)
+            if job:
+                self.jobs.add(int(job))
+
+    def bound(self) -> list[str]:
+        return [n for n, p in self.pods.items() if p["spec"].get("nodeName")]
+
+    def labelled(self) -> int:
+        return sum(1 for p in self.pods.values() if job_of(p))
+
+    # ----------------------------------------------------------------------------------------------- phases
+    async def create(self) -> dict[str, Any]:
+        count, rate = self.args.workloads, self.args.rate
+        kill_at = int(count * self.args.kill_at) if self.args.kill_at else None
+        killed: dict[str, Any] = {}
+        sem = asyncio.Semaphore(16)
+        failures = 0
+
+        async def one(i: int) -> None:
+            nonlocal failures
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"w{i}", "namespace": self.namespace},
+                "spec": {
+                    "schedulerName": wellknown.SCHEDULER_NAME,
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox"}],
+                },
+            }
+            async with sem:
+                for _ in range(20):  # a create refused while the apiserver is busy is retried, as a controller would
+                    try:
+                        await self.kube.create(pod_path(self.namespace), body)
+                        self.created += 1
+                        return
+                    except KubeError:
+                        await asyncio.sleep(0.5)
+                failures += 1
+
+        started = time.monotonic()
+        tasks: list[asyncio.Task[None]] = []
+        with self.progress.ticking(f"creating {count} pods at {rate:g}/s", self._counts):
+            for i in range(count):
+                await asyncio.sleep(max(0.0, started + i / rate - time.monotonic()))
+                tasks.append(asyncio.create_task(one(i)))
+                if kill_at is not None and i == kill_at:
+                    killed = await self.kill_worker()
+            await asyncio.gather(*tasks)
+        created_s = time.monotonic() - started
+        # Every pod gets its job: labelled (or bound) within the deadline.
+        deadline = time.monotonic() + self.args.deadline
+        with self.progress.ticking("waiting for every pod's job", self._counts):
+            while time.monotonic() < deadline:
+                await self.refresh_pods()
+                if self.labelled() >= count:
+                    break
+                await asyncio.sleep(2)
+        return {
+            "created": self.created,
+            "create_failures": failures,
+            "create_seconds": round(created_s, 1),
+            "all_submitted_seconds": round(time.monotonic() - started, 1),
+            "labelled": self.labelled(),
+            "bound": len(self.bound()),
+            "kill": killed,
+        }
+
+    def _counts(self) -> str:
+        return f"{self.created} created, {self.labelled()} with a job, {len(self.bound())} bound"
+
+    async def kill_worker(self) -> dict[str, Any]:
+        pid = stack.kill("bridge-worker")
+        at = time.monotonic()
+        self.progress.phase(f"kill -9 of the bridge worker (pid {pid}); restarting it with slinky dev up")
+        up = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "slinky.cli", "dev", "up"], capture_output=True, cwd=REPO
+        )
+        return {"pid": pid, "restarted": up.returncode == 0, "restart_seconds": round(time.monotonic() - at, 1)}
+
+    async def measure_open(self) -> dict[str, Any]:
+        """Memory, disk and the two commands, with every workload open."""
+        worker, temporal = pid_of("bridge-worker"), pid_of("temporal")
+        pending = next((n for n, p in self.pods.items() if not p["spec"].get("nodeName")), None)
+        self.progress.phase(f"measuring with {len(self.pods)} open workloads")
+        cli = (".venv/bin/slinky", "workloads", "-n", self.namespace)
+        listing = [timed(*cli, "list") for _ in range(3)]
+        why = [timed(*cli, "why", pending) for _ in range(3) if pending]
+        started = time.monotonic()
+        states = await self.states()
+        raw_s = time.monotonic() - started
+        live = sum(1 for s in states.values() if any(x in LIVE for x in s))
+        return {
+            "worker_rss_mib": rss_mib(worker),
+            "worker_cpu_s": cpu_seconds(worker) if worker else None,
+            "temporal_rss_mib": rss_mib(temporal),
+            "temporal_db_mib": disk_mib(stack.STATE / "temporal.db"),
+            "slurmctld_rss_mib": rss_mib(pid_of("slurmctld")),
+            "list_seconds": [t for t, _ in listing],
+            "list_rows": max(0, len(listing[-1][1].splitlines()) - 1),
+            "why_seconds": [t for t, _ in why],
+            "why_example": why[-1][1].strip()[:200] if why else "",
+            "raw_job_states_seconds": round(raw_s, 3),
+            "live_jobs_in_slurm": live,
+            # One live job per pod, no more: a double or an orphan shows here (nothing else runs meanwhile).
+            "extra_live_jobs": live - self.live_before - len(self.pods),
+        }
+
+    async def free_nodes(self) -> dict[str, Any]:
+        """Delete the running pods; time until as many queued pods are bound."""
+        await self.refresh_pods()
+        running = self.bound()
+        before = set(running)
+        for name in running:
+            with contextlib.suppress(KubeError):
+                await self.kube.delete(pod_path(self.namespace, name), grace_seconds=0)
+        started = time.monotonic()
+        newly: list[str] = []
+        with self.progress.ticking(f"freeing {len(running)} nodes", lambda: f"{len(newly)} queued pods bound"):
+            while time.monotonic() - started < 120:
+                await self.refresh_pods()
+                newly = [n for n in self.bound() if n not in before]
+                if len(newly) >= len(running):
+                    break
+                await asyncio.sleep(0.5)
+        return {"freed": len(running), "bound_after": len(newly), "seconds": round(time.monotonic() - started, 2)}
+
+    async def delete_all(self) -> dict[str, Any]:
+        await self.refresh_pods()
+        jobs = set(self.jobs)
+        started = time.monotonic()
+        await self.kube.request("DELETE", pod_path(self.namespace), params={"gracePeriodSeconds": "0"})
+        live_jobs, left = len(jobs), len(self.pods)
+        no_jobs_at: float | None = None
+        with self.progress.ticking(
+            f"deleting all {left} pods", lambda: f"{left} pods left, {live_jobs} of the run's jobs live"
+        ):
+            while time.monotonic() - started < self.args.deadline:
+                states = await self.states()
+                live_jobs = sum(1 for j in jobs if any(x in LIVE for x in states.get(j, [])))
+                if not live_jobs and no_jobs_at is None:
+                    no_jobs_at = time.monotonic()
+                left = len((await self.kube.get(pod_path(self.namespace)))["items"])
+                if not live_jobs and not left:
+                    break
+                await asyncio.sleep(1)
+        return {
+            "pods_left": left,
+            "live_jobs_left": live_jobs,
+            "to_no_live_job_seconds": round(no_jobs_at - started, 1) if no_jobs_at else None,
+            "to_no_pod_seconds": round(time.monotonic() - started, 1),
+        }
+
+    async def check_lost(self) -> dict[str, Any]:
+        """Every pod has its job (the label the bridge writes with it), and no two pods share one."""
+        await self.refresh_pods()
+        ids = [int(job) for p in self.pods.values() if (job := job_of(p))]
+        return {
+            "pods": len(self.pods),
+            "without_job": len(self.pods) - len(ids),
+            "shared_job_ids": len(ids) - len(set(ids)),
+        }
+
+    async def run(self) -> dict[str, Any]:
+        results: dict[str, Any] = {"workloads": self.args.workloads, "namespace": self.namespace}
+        before = await self.states()
+        self.live_before = results["live_jobs_before"] = sum(1 for s in before.values() if any(x in LIVE for x in s))
+        results["worker_rss_mib_before"] = rss_mib(pid_of("bridge-worker"))
+        await self.kube.create("/api/v1/namespaces", {"metadata": {"name": self.namespace}})
+        try:
+            results["create"] = await self.create()
+            results["lost"] = await self.check_lost()
+            results["open"] = await self.measure_open()
+            results["free_nodes"] = await self.free_nodes()
+            results["delete_all"] = await self.delete_all()
+            after = await self.states()
+            results["live_jobs_after"] = sum(1 for s in after.values() if any(x in LIVE for x in s))
+            results["worker_rss_mib_after"] = rss_mib(pid_of("bridge-worker"))
+        finally:
+            with contextlib.suppress(KubeError):
+                await self.kube.delete(f"/api/v1/namespaces/{self.namespace}")
+            await self.rest.aclose()
+            await self.kube.aclose()
+        return results
+
+
+def job_of(pod: dict[str, Any]) -> str | None:
+    return (pod["metadata"].get("labels") or {}).get(wellknown.LABEL_SLURM_JOB_ID)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", type=int, default=10000)
+    parser.add_argument("--rate", type=float, default=25.0, help="pods created per second")
+    parser.add_argument("--kill-at", type=float, default=0.0, help="kill -9 the bridge worker at this fraction")
+    parser.add_argument("--deadline", type=float, default=1800.0, help="seconds for each wait")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    if stack.status(quiet=True) != 0:
+        print("bench.scale: the stack is not healthy; run `slinky dev up` first", file=sys.stderr)
+        return 2
+    results = asyncio.run(run_cancellable(lambda: Scale(stack.load_env_file(), args).run()))
+    text = json.dumps(results, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    checks = (
+        results["lost"]["without_job"],
+        results["lost"]["shared_job_ids"],
+        results["open"]["extra_live_jobs"],
+        results["delete_all"]["pods_left"],
+        results["delete_all"]["live_jobs_left"],
+    )
+    return 1 if any(checks) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
