@@ -92,6 +92,7 @@ class Scale:
         self.pods: dict[str, dict[str, Any]] = {}
         self.jobs: set[int] = set()
         self.live_before = 0
+        self.counts = {"with_job": 0, "bound": 0}
 
     # ----------------------------------------------------------------------------------------------- reads
     async def states(self) -> dict[int, list[str]]:
@@ -145,6 +146,7 @@ class Scale:
 
         started = time.monotonic()
         tasks: list[asyncio.Task[None]] = []
+        counting = asyncio.create_task(self._keep_counting())
         with self.progress.ticking(f"creating {count} pods at {rate:g}/s", self._counts):
             for i in range(count):
                 await asyncio.sleep(max(0.0, started + i / rate - time.monotonic()))
@@ -156,11 +158,10 @@ class Scale:
         # Every pod gets its job: labelled (or bound) within the deadline.
         deadline = time.monotonic() + self.args.deadline
         with self.progress.ticking("waiting for every pod's job", self._counts):
-            while time.monotonic() < deadline:
-                await self.refresh_pods()
-                if self.labelled() >= count:
-                    break
+            while time.monotonic() < deadline and self.counts["with_job"] < self.created:
                 await asyncio.sleep(2)
+        counting.cancel()
+        await self.refresh_pods()
         return {
             "created": self.created,
             "create_failures": failures,
@@ -172,7 +173,19 @@ class Scale:
         }
 
     def _counts(self) -> str:
-        return f"{self.created} created, {self.labelled()} with a job, {len(self.bound())} bound"
+        return f"{self.created} created, {self.counts['with_job']} with a job, {self.counts['bound']} bound"
+
+    async def _count(self, **params: str) -> int:
+        """How many pods match, from one item and the API server's ``remainingItemCount`` (no full list)."""
+        answer = await self.kube.get(pod_path(self.namespace), {"limit": "1", **params})
+        return len(answer["items"]) + int(answer["metadata"].get("remainingItemCount") or 0)
+
+    async def _keep_counting(self) -> None:
+        while True:
+            with contextlib.suppress(KubeError):
+                self.counts["with_job"] = await self._count(labelSelector=wellknown.LABEL_SLURM_JOB_ID)
+                self.counts["bound"] = await self._count(fieldSelector="spec.nodeName!=")
+            await asyncio.sleep(4)
 
     async def kill_worker(self) -> dict[str, Any]:
         pid = stack.kill("bridge-worker")

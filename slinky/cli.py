@@ -10,21 +10,25 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-AREAS = (
-    "slinky.dev.cli",
-    "slinky.clients.slurm.cli",
-    "slinky.bridge.workloads_cli",
-    "slinky.operator.nodesets_cli",
-    "slinky.operator.clusters_cli",
-    "slinky.operator.top_cli",
-)
-"""Modules with an ``add_parser(subparsers)`` function, in help order."""
+AREAS = {
+    "dev": "slinky.dev.cli",
+    "slurm": "slinky.clients.slurm.cli",
+    "workloads": "slinky.bridge.workloads_cli",
+    "nodesets": "slinky.operator.nodesets_cli",
+    "clusters": "slinky.operator.clusters_cli",
+    "top": "slinky.operator.top_cli",
+}
+"""Each area's module, with an ``add_parser(subparsers)`` function, in help order."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only`` (an area named on the command line) just that area's module is imported, so
+    ``slinky workloads why`` does not pay for the dev stack's and the operator's imports."""
     parser = argparse.ArgumentParser(prog="slinky", description=__doc__)
-    sub = parser.add_subparsers(dest="area", required=True, metavar="{dev,slurm,workloads,nodesets,clusters,top}")
-    for area in AREAS:
+    sub = parser.add_subparsers(dest="area", required=True, metavar="{" + ",".join(AREAS) + "}")
+    for name, area in AREAS.items():
+        if only is not None and name != only:
+            continue
         try:
             module = importlib.import_module(area)
         except ModuleNotFoundError as err:  # an area not installed in this build
@@ -36,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    first = next((w for w in words if not w.startswith("-")), None)
+    parser = build_parser(first if first in AREAS else None)
     args = parser.parse_args(argv)
     handler = args.handler
     result: int = handler(args)
