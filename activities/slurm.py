@@ -50,10 +50,18 @@ READOPT_PRIORITY = 4294967293
 """The highest priority a job can be given (0xfffffffd; NO_VAL and INFINITE are the two above)."""
 
 
+CAUGHT_UP_SECONDS = 10.0
+"""How long a retried submit waits for the watcher's next poll before it reads the whole job list."""
+
+
 class JobIndex(Protocol):
     """The worker's view of bridge jobs, kept current by the Slurm job watcher."""
 
     async def wait_synced(self) -> None: ...
+
+    async def caught_up(self, since: float, timeout: float) -> bool:
+        """Whether the index has seen every job made before ``since`` (``time.monotonic``) within ``timeout``."""
+        ...
 
     def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None: ...
 
@@ -153,8 +161,14 @@ class SlurmActivities:
         await self.index.wait_synced()
         existing = self.index.live_job_of(data.workflow_id, data.submission)
         if existing is None and activity.info().attempt > 1:
-            # A retry: the index may not have seen a job submitted moments ago; ask Slurm directly.
-            existing = await self._find_live_job(data.workflow_id, data.submission)
+            # A retry: an earlier attempt may have made a job the index has not seen yet. The watcher's next
+            # poll shows it (one cheap ``jobs/state`` and a read of the new job); only without one (a follower
+            # replica, or the watcher stuck) is Slurm's whole job list read, which at thousands of jobs is
+            # tens of megabytes per retry.
+            if await self.index.caught_up(time.monotonic(), CAUGHT_UP_SECONDS):
+                existing = self.index.live_job_of(data.workflow_id, data.submission)
+            else:
+                existing = await self._find_live_job(data.workflow_id, data.submission)
         if existing is not None:
             logger.info("workflow %s already owns job %s", data.workflow_id, existing.job_id)
             telemetry.JOB_SUBMITS.labels("reused").inc()

@@ -27,6 +27,9 @@ class Index:
     async def wait_synced(self) -> None:
         return None
 
+    async def caught_up(self, since: float, timeout: float) -> bool:
+        return False  # as a follower's: a retry reads Slurm's job list
+
     def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None:
         live = [j for j in self.expected if not j.is_finished and owns_job(j.comment, workflow_id, submission)]
         return live[-1] if live else None

@@ -95,6 +95,9 @@ class SlurmJobRouter:
     async def wait_synced(self) -> None:
         await self.watcher.wait_synced(timeout=15)
 
+    async def caught_up(self, since: float, timeout: float) -> bool:
+        return await self.watcher.caught_up(since, timeout)
+
     def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None:
         """The workflow's live job, if it is that submission (an older one lost in a crash is not)."""
         job = self._live.get(workflow_id)

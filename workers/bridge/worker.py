@@ -51,6 +51,9 @@ class NoJobIndex:
     async def wait_synced(self) -> None:
         return None
 
+    async def caught_up(self, since: float, timeout: float) -> bool:
+        return False
+
     def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None:
         return None
 

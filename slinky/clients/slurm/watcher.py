@@ -233,6 +233,9 @@ class JobWatcher:
         self._view: tuple[int, bool, frozenset[str]] | None = None
         self._last_full = 0.0
         self._last_full_seconds = 0.0
+        self.answered_since = -float("inf")
+        """When the last poll whose answer was used was asked (``time.monotonic``): it shows every job made
+        before then."""
         self.details_read = 0
         self._jobs: dict[int, JobInfo] = {}
         self._last_update: int | None = None
@@ -337,6 +340,16 @@ class JobWatcher:
         """Make the next poll fetch and diff the full list (e.g. after a known controller restart)."""
         self._need_resync = True
 
+    async def caught_up(self, since: float, timeout: float) -> bool:
+        """Wait until a poll asked after ``since`` was answered (and delivered); False after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        self._wake.set()  # no need to wait for the next interval
+        while self.answered_since < since:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(min(0.05, self.interval_seconds))
+        return True
+
     async def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until the first full list has been read."""
         await asyncio.wait_for(self._synced.wait(), timeout)
@@ -366,6 +379,7 @@ class JobWatcher:
         self._need_resync = False
         self._last_full = now
         self._last_full_seconds = now - asked
+        self.answered_since = asked
         # An announced job no poll has seen (cancelled at once) is forgotten after HINT_SECONDS.
         self._announced = {k: v for k, v in self._announced.items() if k in self._jobs or now - v[1] < HINT_SECONDS}
         self._version += 1
@@ -500,6 +514,7 @@ class JobWatcher:
         now = time.monotonic()
         if await self._answered_late(asked, now):
             return []
+        self.answered_since = asked
         events: list[JobEvent] = []
         to_read: list[int] = []
         for job_id, state in states.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -492,3 +493,15 @@ async def test_a_list_that_took_seconds_is_read_again_only_ten_times_later() -> 
     assert not watcher._full_poll_due(), "a 4.6 s list: not again within 46 s"
     watcher._last_full -= 44.0
     assert watcher._full_poll_due()
+
+
+async def test_caught_up_waits_for_a_poll_asked_after_the_moment() -> None:
+    """A retried submit asks the index, after the next poll, for a job its earlier attempt may have made."""
+    fake = fake_cluster()
+    watcher = JobWatcher(fake, state_probe=True, interval_seconds=0.02)
+    assert not await watcher.caught_up(time.monotonic(), 0.1), "no poll runs: False after the timeout"
+    async with watcher.running():
+        await watcher.wait_synced(1)
+        await fake.submit_job(_job("made-by-an-earlier-attempt"))
+        assert await watcher.caught_up(time.monotonic(), 2)
+        assert "made-by-an-earlier-attempt" in {j.name for j in watcher.jobs.values()}
