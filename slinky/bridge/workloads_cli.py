@@ -28,6 +28,11 @@ from slinky.config import Settings
 WORKFLOW_TYPE = "WorkloadWorkflow"
 
 
+DEFAULT_LIMIT = 1000
+"""Rows ``slinky workloads list`` shows unless asked for more: 10,000 rows take about 11 s through Temporal's
+visibility (docs/benchmarks.md, "Many open workloads"), 1,000 about one."""
+
+
 def add_parser(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser("workloads", help="inspect and act on bridge lifecycles")
     parser.add_argument("-n", "--namespace", default=None, help="Kubernetes namespace (default: bridge's)")
@@ -35,6 +40,12 @@ def add_parser(sub: Any) -> None:
     cmds = parser.add_subparsers(dest="workloads_command", required=True)
     lst = cmds.add_parser("list", help="running lifecycles (--all: also finished ones)")
     lst.add_argument("--all", action="store_true")
+    lst.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_LIMIT,
+        help=f"at most this many rows (default {DEFAULT_LIMIT}; 0: all); the total goes to stderr when cut",
+    )
     lst.set_defaults(handler=lambda a: _run(_list(a)))
     for name, fn, text in (
         ("show", _show, "status, phase, Slurm job and step of one workload"),
@@ -96,7 +107,8 @@ async def _list(args: argparse.Namespace) -> int:
     if not args.all:
         query += " AND ExecutionStatus = 'Running'"
     rows = []
-    async for wf in client.list_workflows(query):
+    limit = args.limit if args.limit and args.limit > 0 else None
+    async for wf in client.list_workflows(query, limit=limit):
         rows.append(
             {
                 "namespace": _sa(wf, "SlinkyNamespace"),
@@ -108,6 +120,10 @@ async def _list(args: argparse.Namespace) -> int:
                 "workflow_id": wf.id,
             }
         )
+    if limit is not None and len(rows) == limit:
+        total = (await client.count_workflows(query)).count
+        if total > limit:
+            print(f"showing {limit} of {total} lifecycles; --limit 0 lists all", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
