@@ -39,6 +39,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
     cmds = parser.add_subparsers(dest="workloads_command", required=True)
     lst = cmds.add_parser("list", help="running lifecycles (--all: also finished ones)")
+    _common(lst)
     lst.add_argument("--all", action="store_true")
     lst.add_argument(
         "--limit",
@@ -53,8 +54,16 @@ def add_parser(sub: Any) -> None:
         ("cancel", _cancel, "tear a workload down: pod deleted, Slurm job cancelled"),
     ):
         cmd = cmds.add_parser(name, help=text)
+        _common(cmd)
         cmd.add_argument("name", help="pod name, or workload (e.g. Job) name")
         cmd.set_defaults(handler=lambda a, fn=fn: _run(fn(a)))
+
+
+def _common(cmd: argparse.ArgumentParser) -> None:
+    """``-n`` and ``--json`` after the sub-command too (``slinky workloads why NAME -n NS``, as kubectl takes
+    them); given before it, they stay as given."""
+    cmd.add_argument("-n", "--namespace", default=argparse.SUPPRESS, help="Kubernetes namespace")
+    cmd.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
 
 
 def _run(coro: Any) -> int:

@@ -1,0 +1,29 @@
+"""``slinky workloads``: where its options may stand, and the default row limit of ``list``."""
+
+from __future__ import annotations
+
+import pytest
+
+from slinky.bridge.workloads_cli import DEFAULT_LIMIT
+from slinky.cli import build_parser
+
+
+@pytest.mark.parametrize(
+    ("argv", "namespace", "json"),
+    [
+        (["workloads", "why", "p", "-n", "ns"], "ns", False),  # as docs/bridge.md writes it, kubectl's order
+        (["workloads", "-n", "ns", "why", "p"], "ns", False),
+        (["workloads", "why", "p"], None, False),
+        (["workloads", "list", "-n", "a", "--json"], "a", True),
+        (["workloads", "--json", "-n", "b", "list"], "b", True),
+        (["workloads", "show", "p", "--namespace", "c"], "c", False),
+    ],
+)
+def test_namespace_and_json_may_follow_the_sub_command(argv: list[str], namespace: str | None, json: bool) -> None:
+    args = build_parser("workloads").parse_args(argv)
+    assert (args.namespace, args.json) == (namespace, json)
+
+
+def test_list_shows_a_thousand_rows_unless_asked() -> None:
+    assert build_parser("workloads").parse_args(["workloads", "list"]).limit == DEFAULT_LIMIT == 1000
+    assert build_parser("workloads").parse_args(["workloads", "list", "--limit", "0"]).limit == 0
