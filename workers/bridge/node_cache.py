@@ -81,13 +81,22 @@ class NodeCache:
         """Slurm's nodes every few seconds, read only when one changed (``update_time``; a full read every
         ``full_refresh_every`` refreshes all the same): with 1,000 idle nodes the answer is a 304."""
         since: int | None = None
+        confirm = False
         refreshes = 0
         while True:
             try:
-                page = await self.slurm.list_nodes_since(None if refreshes % FULL_REFRESH_EVERY == 0 else since)
+                # Slurm's time has a resolution of a second: a change later in the same second as an answer
+                # would read as "unchanged" at that time. So after every change one more read asks from a
+                # second earlier (a full list), and only then is a 304 trusted.
+                full = refreshes % FULL_REFRESH_EVERY == 0 or since is None
+                ask = None if full or since is None else (since - 1 if confirm else since)
+                page = await self.slurm.list_nodes_since(ask)
                 if page.changed:
                     self._slurm_nodes = {n.name: n for n in page.nodes}
-                since = page.last_update
+                    confirm = page.last_update != since
+                    since = page.last_update
+                else:
+                    confirm = False
                 refreshes += 1
             except SlurmError as err:
                 logger.warning("slurm node refresh failed: %s", type(err).__name__)

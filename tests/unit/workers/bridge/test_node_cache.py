@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from slinky import wellknown
 from slinky.clients.kube import KubeClient
-from slinky.clients.slurm import SlurmApi
+from slinky.clients.slurm import Node, NodesPage, SlurmApi
 from workers.bridge.node_cache import NodeCache
 
 
@@ -52,3 +53,32 @@ async def test_the_slurm_name_index_follows_adds_changes_and_deletes() -> None:
 async def test_a_relist_replaces_everything() -> None:
     cache = await cache_after([("SYNC", {"items": [node("k1", "s1")]}), ("SYNC", {"items": [node("k2", "s2")]})])
     assert cache.kube_node_for("s1") is None and cache.kube_node_for("s2") == "k2"
+
+
+class Slurm:
+    """Answers ``list_nodes_since`` as slurmrestd does: every node when the table changed after the time asked
+    (Slurm's seconds), else a 304 (unchanged)."""
+
+    def __init__(self) -> None:
+        self.changed_at = 100
+        self.asked: list[int | None] = []
+
+    async def list_nodes_since(self, update_time: int | None) -> NodesPage:
+        self.asked.append(update_time)
+        if len(self.asked) == 3:
+            self.changed_at = 105  # a node changes between the 2nd and 3rd refresh
+        if update_time is not None and update_time >= self.changed_at:
+            return NodesPage(last_update=update_time, changed=False)
+        return NodesPage(nodes=[Node(name=f"n{self.changed_at}")], last_update=self.changed_at)
+
+
+async def test_slurm_nodes_are_read_again_only_after_a_change_and_once_more_to_be_sure() -> None:
+    slurm = Slurm()
+    cache = NodeCache(cast(KubeClient, None), cast(SlurmApi, slurm), slurm_refresh_seconds=0)
+    task = asyncio.create_task(cache._refresh_slurm())
+    while len(slurm.asked) < 7:
+        await asyncio.sleep(0)
+    task.cancel()
+    # full; confirmed from a second earlier; the change seen; confirmed; then 304s from the new time.
+    assert slurm.asked[:7] == [None, 99, 100, 104, 105, 105, 105]
+    assert set(cache.slurm_node_names() or ()) == {"n105"}
