@@ -163,13 +163,21 @@ def test_an_hpa_scales_a_nodeset_from_zero_and_back_draining_first(
 
         wait_for(gone, 90, "back to 0 once idle")
         assert states() == ["COMPLETED"] * 6, "no job was killed by a scale-in"
-        scale_ins = subprocess.run(
-            [sys.executable, "-m", "slinky.cli", "nodesets", "scale-ins", "-n", NS, "--all"],
-            env=env_of(dev_env), capture_output=True, text=True, timeout=60, cwd=REPO,
-        ).stdout  # fmt: skip
-        mine = [line for line in scale_ins.splitlines() if f" {name} " in f" {line} "]
-        assert len(mine) >= 2, scale_ins
-        assert all(" done " in line and "deleted" in line for line in mine), mine
+
+        def scale_ins() -> list[str]:
+            listing = subprocess.run(
+                [sys.executable, "-m", "slinky.cli", "nodesets", "scale-ins", "-n", NS, "--all"],
+                env=env_of(dev_env), capture_output=True, text=True, timeout=60, cwd=REPO,
+            ).stdout  # fmt: skip
+            return [line for line in listing.splitlines() if f" {name} " in f" {line} "]
+
+        # The pods are gone; each scale-in's last step (forgetting the Slurm node) may take a moment more.
+        mine = wait_for(
+            lambda: (lines := scale_ins()) and all(" done " in line and "deleted" in line for line in lines) and lines,
+            30,
+            "every scale-in of the NodeSet done, its pod deleted",
+        )
+        assert len(mine) >= 2, mine
         print(f"scaled 0 -> 2 in {scaled_up:.1f}s")
     finally:
         kubectl(dev_env, "delete", "hpa", "-n", NS, name, "--ignore-not-found", check=False)
