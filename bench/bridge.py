@@ -43,7 +43,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.common import CpuMeter, Progress
+from bench.common import CpuMeter, Progress, slurm_rest
 from slinky import wellknown
 from slinky.clients.errors import KubeNotFound
 from slinky.clients.kube import KubeClient, pod_path
@@ -72,12 +72,7 @@ class Bench:
     def __init__(self, env: dict[str, str], args: argparse.Namespace) -> None:
         self.env = env
         self.args = args
-        token = Path(env["SLURM_JWT_FILE"]).read_text().strip()
-        self.rest = httpx.AsyncClient(
-            base_url=env["SLURM_REST_URL"] + "/slurm/v0.0.44",
-            headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token},
-            timeout=60,
-        )
+        self.rest = slurm_rest(env, timeout=60)
         self.kube = KubeClient.from_kubeconfig(env["KUBECONFIG"])
         self.nodes = [f"bench-node-{i}" for i in range(1, args.nodes + 1)]
         self.procs: list[subprocess.Popen[bytes]] = []

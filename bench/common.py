@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Self, TextIO, TypeVar
 
+import httpx
+
 T = TypeVar("T")
 
 
@@ -134,3 +136,14 @@ class CpuMeter:
             if after is not None and after >= before:
                 used[name] = after - before
         return dict(sorted(used.items(), key=lambda item: -item[1]))
+
+
+def slurm_rest(env: dict[str, str], timeout: float) -> httpx.AsyncClient:
+    """A raw client of the stack's slurmrestd (v0.0.44, the SlurmUser's JWT): the benchmarks' own reads and their
+    baselines, outside the product's client."""
+    token = Path(env["SLURM_JWT_FILE"]).read_text().strip()
+    return httpx.AsyncClient(
+        base_url=env["SLURM_REST_URL"] + "/slurm/v0.0.44",
+        headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token},
+        timeout=timeout,
+    )

@@ -56,7 +56,7 @@ import httpx  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.common import Observer, Progress, run_cancellable  # noqa: E402
+from bench.common import Observer, Progress, run_cancellable, slurm_rest  # noqa: E402
 from slinky.clients.errors import KubeError, KubeNotFound  # noqa: E402
 from slinky.clients.kube import KubeClient  # noqa: E402
 from slinky.dev import launch, slurmd_runtime, stack  # noqa: E402
@@ -311,12 +311,7 @@ async def until(predicate: Callable[[], bool], timeout: float, what: str) -> Non
 class Bench:
     def __init__(self, env: dict[str, str], args: argparse.Namespace) -> None:
         self.env, self.args = env, args
-        token = Path(env["SLURM_JWT_FILE"]).read_text().strip()
-        self.rest = httpx.AsyncClient(
-            base_url=env["SLURM_REST_URL"] + "/slurm/v0.0.44",
-            headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token},
-            timeout=30,
-        )
+        self.rest = slurm_rest(env, timeout=30)
         self.kube = KubeClient.from_kubeconfig(env["KUBECONFIG"])
         self.progress = Progress("bench.operator")
         run = uuid.uuid4().hex[:5]

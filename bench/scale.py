@@ -33,9 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from bench.common import Progress, cpu_seconds, run_cancellable
+from bench.common import Progress, cpu_seconds, run_cancellable, slurm_rest
 from slinky import wellknown
 from slinky.clients.errors import KubeError
 from slinky.clients.kube import KubeClient, pod_path
@@ -79,12 +77,7 @@ def timed(*argv: str) -> tuple[float, str]:
 class Scale:
     def __init__(self, env: dict[str, str], args: argparse.Namespace) -> None:
         self.env, self.args = env, args
-        token = Path(env["SLURM_JWT_FILE"]).read_text().strip()
-        self.rest = httpx.AsyncClient(
-            base_url=env["SLURM_REST_URL"] + "/slurm/v0.0.44",
-            headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token},
-            timeout=120,
-        )
+        self.rest = slurm_rest(env, timeout=120)
         self.kube = KubeClient.from_kubeconfig(env["KUBECONFIG"])
         self.namespace = f"bench-scale-{uuid.uuid4().hex[:6]}"
         self.progress = Progress("bench.scale")
@@ -176,16 +169,22 @@ class Scale:
         return f"{self.created} created, {self.counts['with_job']} with a job, {self.counts['bound']} bound"
 
     async def _count(self, **params: str) -> int:
-        """How many pods match, from one item and the API server's ``remainingItemCount`` (no full list)."""
-        answer = await self.kube.get(pod_path(self.namespace), {"limit": "1", **params})
-        return len(answer["items"]) + int(answer["metadata"].get("remainingItemCount") or 0)
+        """How many pods match, counted in pages of 1,000 (the API server leaves ``remainingItemCount`` unset
+        when a selector is given)."""
+        count, token = 0, ""
+        while True:
+            page = await self.kube.get(pod_path(self.namespace), {"limit": "1000", **params, "continue": token})
+            count += len(page["items"])
+            token = page["metadata"].get("continue") or ""
+            if not token:
+                return count
 
     async def _keep_counting(self) -> None:
         while True:
             with contextlib.suppress(KubeError):
                 self.counts["with_job"] = await self._count(labelSelector=wellknown.LABEL_SLURM_JOB_ID)
                 self.counts["bound"] = await self._count(fieldSelector="spec.nodeName!=")
-            await asyncio.sleep(4)
+            await asyncio.sleep(5)
 
     async def kill_worker(self) -> dict[str, Any]:
         pid = stack.kill("bridge-worker")
