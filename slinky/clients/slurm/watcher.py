@@ -234,8 +234,8 @@ class JobWatcher:
         self._last_full = 0.0
         self._last_full_seconds = 0.0
         self.answered_since = -float("inf")
-        """When the last poll whose answer was used was asked (``time.monotonic``): it shows every job made
-        before then."""
+        """When the last poll whose answer was used and delivered was asked (``time.monotonic``): every job made
+        before then is in the subscribers' views."""
         self.details_read = 0
         self._jobs: dict[int, JobInfo] = {}
         self._last_update: int | None = None
@@ -379,13 +379,13 @@ class JobWatcher:
         self._need_resync = False
         self._last_full = now
         self._last_full_seconds = now - asked
-        self.answered_since = asked
         # An announced job no poll has seen (cancelled at once) is forgotten after HINT_SECONDS.
         self._announced = {k: v for k, v in self._announced.items() if k in self._jobs or now - v[1] < HINT_SECONDS}
         self._version += 1
         if page.changed and page.last_update is not None:
             self._last_update = page.last_update
         if not page.changed:
+            self.answered_since = asked
             return []
         events = self._diff(page.jobs, now)
         if self._restart_seen:
@@ -393,7 +393,9 @@ class JobWatcher:
             events = self._after_restart(events, page.jobs, asked, now)
         self._synced_once = True
         self._synced.set()
-        return await self._deliver(events)
+        delivered = await self._deliver(events)
+        self.answered_since = asked
+        return delivered
 
     async def _answered_late(self, asked: float, now: float) -> bool:
         """Whether to drop a poll's answer: it came after more than a second, AND slurmctld restarted meanwhile.
@@ -514,7 +516,6 @@ class JobWatcher:
         now = time.monotonic()
         if await self._answered_late(asked, now):
             return []
-        self.answered_since = asked
         events: list[JobEvent] = []
         to_read: list[int] = []
         for job_id, state in states.items():
@@ -531,7 +532,9 @@ class JobWatcher:
                 self._diff_one(job, now, events)
         for job_id in [j for j in self._jobs if j not in states]:
             events.append(JobEvent(JobEventType.VANISHED, job_id, self._jobs.pop(job_id), None, now))
-        return await self._deliver(events)
+        delivered = await self._deliver(events)
+        self.answered_since = asked  # only now: the new jobs it read are in the subscribers' views
+        return delivered
 
     async def _read(self, job_id: int) -> JobInfo | None:
         try:

@@ -505,3 +505,22 @@ async def test_caught_up_waits_for_a_poll_asked_after_the_moment() -> None:
         await fake.submit_job(_job("made-by-an-earlier-attempt"))
         assert await watcher.caught_up(time.monotonic(), 2)
         assert "made-by-an-earlier-attempt" in {j.name for j in watcher.jobs.values()}
+
+
+async def test_caught_up_only_once_the_poll_delivered_the_job_it_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe sees a new job id, then reads the job: ``caught_up`` must wait for that read and its delivery,
+    or a retried submit would find no job and submit a second one."""
+    fake = fake_cluster()
+    watcher = JobWatcher(fake, state_probe=True, interval_seconds=0.02)
+    async with watcher.running():
+        await watcher.wait_synced(1)
+        quick = fake.get_job
+
+        async def slow_read(job_id: int) -> Any:
+            await asyncio.sleep(0.3)
+            return await quick(job_id)
+
+        monkeypatch.setattr(fake, "get_job", slow_read)
+        await fake.submit_job(_job("made-by-an-earlier-attempt"))
+        assert await watcher.caught_up(time.monotonic(), 3)
+        assert "made-by-an-earlier-attempt" in {j.name for j in watcher.jobs.values()}
