@@ -78,8 +78,8 @@ class NodeCache:
                 self._put(obj["metadata"]["name"], None if kind == "DELETED" else obj)
 
     async def _refresh_slurm(self) -> None:
-        """Slurm's nodes every few seconds, read only when one changed (``update_time``; a full read every
-        ``full_refresh_every`` refreshes all the same): with 1,000 idle nodes the answer is a 304."""
+        """Slurm's nodes every few seconds, read only when one changed (``update_time``; every
+        ``FULL_REFRESH_EVERY``-th refresh reads all the same): with 1,000 idle nodes the answer is a 304."""
         since: int | None = None
         confirm = False
         refreshes = 0
@@ -88,8 +88,10 @@ class NodeCache:
                 # Slurm's time has a resolution of a second: a change later in the same second as an answer
                 # would read as "unchanged" at that time. So after every change one more read asks from a
                 # second earlier (a full list), and only then is a 304 trusted.
-                full = refreshes % FULL_REFRESH_EVERY == 0 or since is None
-                ask = None if full or since is None else (since - 1 if confirm else since)
+                if since is None or refreshes % FULL_REFRESH_EVERY == 0:
+                    ask = None
+                else:
+                    ask = since - 1 if confirm else since
                 page = await self.slurm.list_nodes_since(ask)
                 if page.changed:
                     self._slurm_nodes = {n.name: n for n in page.nodes}

@@ -8,12 +8,14 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from activities.kube import KubeActivities
 from slinky import wellknown
 from slinky.bridge.models.jobspec import TranslateDefaults
 from slinky.bridge.models.workload import BuildSpecInput, PodRef
 from slinky.clients.kube import KubeClient, KubeConfig
+from slinky.config import WorkerSettings
 from tests.builders import StaticNodes, make_pod
 from workers.bridge.pod_watcher import PodWatcher
 
@@ -153,3 +155,40 @@ async def test_a_gang_pod_after_a_restart_signals_the_lifecycle_written_on_it() 
     await kube.aclose()
     assert [w for w, _ in temporal.sent] == [owner]
     assert not [r for r in requests if "podgroups" in r], "no need to read the gang object"
+
+
+class _Starts:
+    def __init__(self) -> None:
+        self.kwargs: list[dict[str, Any]] = []
+
+    async def start_workflow(self, *args: Any, **kwargs: Any) -> None:
+        self.kwargs.append(kwargs)
+
+
+@pytest.mark.parametrize("eager", [True, False])
+async def test_a_single_pod_starts_eagerly_only_when_asked(eager: bool) -> None:
+    """One replica: eagerly on its own worker; several: through the task queue, so any replica may take it."""
+    temporal = _Starts()
+    watcher = PodWatcher(
+        _kube([]),
+        temporal,  # type: ignore[arg-type]
+        task_queue="q",
+        scheduler_name="slurm-bridge-scheduler",
+        defaults=TranslateDefaults(partition="slurm-bridge"),
+        eager_start=eager,
+    )
+    watcher.observe("ADDED", make_pod("p", uid="u1", cpu="1"))
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if temporal.kwargs:
+            break
+    assert [k["request_eager_start"] for k in temporal.kwargs] == [eager]
+
+
+@pytest.mark.parametrize(
+    ("setting", "election", "eager"), [(None, False, True), (None, True, False), (True, True, True)]
+)
+def test_eager_start_defaults_to_one_replica_without_election(
+    setting: bool | None, election: bool, eager: bool
+) -> None:
+    assert WorkerSettings(eager_start=setting).eager_start_or_default(election) is eager
