@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import logging
+import os
 import signal
 import socket
 import sys
@@ -109,6 +111,7 @@ def serve_process(run: Callable[[Settings, asyncio.Event, Health], Awaitable[Non
     endpoint, SIGTERM/SIGINT set ``stop``; a lost lease exits 1."""
     settings = Settings()
     configure_logging(settings.telemetry)
+    faulthandler.enable()  # a fatal error, in any thread, prints every thread's stack to stderr
 
     async def _main() -> None:
         stop = asyncio.Event()
@@ -125,7 +128,24 @@ def serve_process(run: Callable[[Settings, asyncio.Event, Health], Awaitable[Non
             if server is not None:
                 server.close()
 
+    code = 0
     try:
         asyncio.run(_main())
     except LeadershipLost:
-        sys.exit(1)
+        code = 1
+    exit_now(code)
+
+
+def exit_now(code: int) -> None:
+    """Exit with ``code`` once everything has stopped, without the interpreter's finalization.
+
+    temporalio's Rust threads may still complete a call that was cancelled at shutdown (a signal, a start) and
+    take the GIL to hand back its result; if the interpreter is finalizing by then, CPython 3.11 aborts the
+    process ("Fatal Python error: PyGILState_Release ... finalizing", exit -6). It was seen under load with
+    SIGTERM. Every body has stopped and closed its clients when this runs, so only the logs need flushing.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

@@ -271,8 +271,9 @@ async def test_replicas_share_the_lifecycles_and_only_the_leader_watches(
             )
             for proc in replicas.values():
                 proc.send_signal(signal.SIGTERM)
-            for proc in replicas.values():
-                assert proc.wait(30) == 0
+            for name, proc in replicas.items():
+                code = proc.wait(30)
+                assert code == 0, f"{name} exited {code}: {logs[name].read_text()[-3000:]}"
     finally:
         for proc in replicas.values():
             if proc.poll() is None:
