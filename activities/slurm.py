@@ -52,6 +52,8 @@ READOPT_PRIORITY = 4294967293
 
 CAUGHT_UP_SECONDS = 10.0
 """How long a retried submit waits for the watcher's next poll before it reads the whole job list."""
+CONFIRM_SECONDS = 2.0
+"""How long a cancel waits for the watcher's next poll and controller check before it reads the job instead."""
 
 
 class JobIndex(Protocol):
@@ -61,6 +63,16 @@ class JobIndex(Protocol):
 
     async def caught_up(self, since: float, timeout: float) -> bool:
         """Whether the index has seen every job made before ``since`` (``time.monotonic``) within ``timeout``."""
+        ...
+
+    async def confirmed(self, since: float, timeout: float) -> bool:
+        """Whether, within ``timeout``, a poll and a controller check asked after ``since`` were answered: then
+        :meth:`job` tells whose a job is and whether it is live as a read of it would (ids repeat only after a
+        controller restart, which that check would have seen)."""
+        ...
+
+    def job(self, job_id: int) -> JobInfo | None:
+        """The job with this id as last seen; None when Slurm no longer lists it."""
         ...
 
     def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None: ...
@@ -92,16 +104,27 @@ def job_event_of(job: JobInfo, *, vanished: bool = False, cause: str = "") -> Jo
     )
 
 
-async def cancel_owned_job(slurm: SlurmApi, ref: JobRef) -> bool:
-    """Cancel the job only if it is still ``ref``'s (read first): the one cancel of the bridge (lifecycle, GC).
+async def cancel_owned_job(slurm: SlurmApi, ref: JobRef, index: JobIndex | None = None) -> bool:
+    """Cancel the job only if it is still ``ref``'s: the one cancel of the bridge (lifecycle, GC).
+
+    Whose the job is comes from a read of it, or, without that read, from the job watcher's view when a poll
+    and a controller check made after this call began were answered (``JobIndex.confirmed``): ids repeat only
+    after a controller restart, which that check sees. Either way the window for a reused id is the same: from
+    an answer asked after the cancel began to the cancel itself.
 
     Returns:
         True when a live job of ``ref`` was cancelled; False when there was nothing of ours to cancel: gone,
         finished, or the id now names another workload's job (reused after a slurmctld crash).
     """
-    try:
-        job = await slurm.get_job(ref.job_id)
-    except SlurmNotFound:
+    job: JobInfo | None
+    if index is not None and await index.confirmed(time.monotonic(), CONFIRM_SECONDS):
+        job = index.job(ref.job_id)
+    else:
+        try:
+            job = await slurm.get_job(ref.job_id)
+        except SlurmNotFound:
+            job = None
+    if job is None:
         return False
     if not ref.owns(job.comment):
         logger.warning(
@@ -309,7 +332,7 @@ class SlurmActivities:
     async def cancel_job(self, data: JobRef) -> None:
         """Cancel the job if it is still this workflow's submission; gone, finished or reused is success."""
         try:
-            await cancel_owned_job(self.slurm, data)
+            await cancel_owned_job(self.slurm, data, self.index)
         except SlurmUnavailable as err:
             raise _unavailable(err) from err
 

@@ -20,7 +20,7 @@ from slinky.bridge.models.workload import (
     job_owner_from_comment,
     owns_job,
 )
-from slinky.clients.slurm import FakeSlurmClient, JobDescMsg
+from slinky.clients.slurm import FakeSlurmClient, JobDescMsg, JobInfo
 from tests.unit.slurm.helpers import fake_cluster
 from tests.unit.test_submit_activity import Gate, Index
 
@@ -88,6 +88,54 @@ async def test_a_gone_or_finished_job_needs_no_cancel() -> None:
     fake.calls.clear()
     assert not await cancel_owned_job(fake, JobRef(job_id=job_id, workflow_id=WID, submission=1))
     assert fake.calls == ["get_job"]
+
+
+class Confirmed(Index):
+    """The leader's index once its watcher confirmed a poll and a controller check: the view answers for a read."""
+
+    def __init__(self, seen: dict[int, JobInfo], confirmed: bool = True) -> None:
+        super().__init__()
+        self.seen, self.is_confirmed = seen, confirmed
+
+    async def confirmed(self, since: float, timeout: float) -> bool:
+        return self.is_confirmed
+
+    def job(self, job_id: int) -> JobInfo | None:
+        return self.seen.get(job_id)
+
+
+async def test_with_a_confirmed_view_the_cancel_reads_no_job() -> None:
+    fake = fake_cluster()
+    job_id = await _job(fake, job_comment_for(WID, 1))
+    index = Confirmed({job_id: await fake.get_job(job_id)})
+    fake.calls.clear()
+    assert await cancel_owned_job(fake, JobRef(job_id=job_id, workflow_id=WID, submission=1), index)
+    assert fake.calls == ["cancel_job"], "one job call: the cancel"
+    assert (await fake.get_job(job_id)).state == "CANCELLED"
+
+
+async def test_a_confirmed_view_spares_a_reused_id_and_skips_a_gone_job() -> None:
+    fake = fake_cluster()
+    mine = await _job(fake, job_comment_for(WID, 1))
+    fake.crash(keep_job_ids=set())
+    theirs = await _job(fake, job_comment_for("workload/ns/other", 1))
+    index = Confirmed({theirs: await fake.get_job(theirs)})
+    spared = telemetry.REGISTRY.get_sample_value("slinky_bridge_foreign_jobs_spared_total") or 0.0
+    fake.calls.clear()
+    assert not await cancel_owned_job(fake, JobRef(job_id=mine, workflow_id=WID, submission=1), index)
+    assert not await cancel_owned_job(fake, JobRef(job_id=12345, workflow_id=WID, submission=1), index)
+    assert fake.calls == [], "the view answered both: no read, no cancel"
+    assert (await fake.get_job(theirs)).state == "RUNNING"
+    assert telemetry.REGISTRY.get_sample_value("slinky_bridge_foreign_jobs_spared_total") == spared + 1
+
+
+async def test_an_unconfirmed_view_is_not_trusted_the_job_is_read() -> None:
+    fake = fake_cluster()
+    job_id = await _job(fake, job_comment_for(WID, 1))
+    stale = Confirmed({}, confirmed=False)  # the watcher is stuck: its view says nothing of the job
+    fake.calls.clear()
+    assert await cancel_owned_job(fake, JobRef(job_id=job_id, workflow_id=WID, submission=1), stale)
+    assert fake.calls == ["get_job", "cancel_job"]
 
 
 async def test_read_and_update_of_a_reused_id_say_the_job_is_gone() -> None:

@@ -30,6 +30,12 @@ class Index:
     async def caught_up(self, since: float, timeout: float) -> bool:
         return False  # as a follower's: a retry reads Slurm's job list
 
+    async def confirmed(self, since: float, timeout: float) -> bool:
+        return False
+
+    def job(self, job_id: int) -> JobInfo | None:
+        return None
+
     def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None:
         live = [j for j in self.expected if not j.is_finished and owns_job(j.comment, workflow_id, submission)]
         return live[-1] if live else None

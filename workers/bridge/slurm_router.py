@@ -98,6 +98,12 @@ class SlurmJobRouter:
     async def caught_up(self, since: float, timeout: float) -> bool:
         return await self.watcher.caught_up(since, timeout)
 
+    async def confirmed(self, since: float, timeout: float) -> bool:
+        return await self.watcher.confirmed(since, timeout)
+
+    def job(self, job_id: int) -> JobInfo | None:
+        return self.watcher.job(job_id)
+
     def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None:
         """The workflow's live job, if it is that submission (an older one lost in a crash is not)."""
         job = self._live.get(workflow_id)

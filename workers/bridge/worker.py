@@ -54,6 +54,12 @@ class NoJobIndex:
     async def caught_up(self, since: float, timeout: float) -> bool:
         return False
 
+    async def confirmed(self, since: float, timeout: float) -> bool:
+        return False
+
+    def job(self, job_id: int) -> JobInfo | None:
+        return None
+
     def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None:
         return None
 

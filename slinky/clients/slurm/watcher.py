@@ -350,6 +350,31 @@ class JobWatcher:
             await asyncio.sleep(min(0.05, self.interval_seconds))
         return True
 
+    async def confirmed(self, since: float, timeout: float) -> bool:
+        """Wait until a poll asked after ``since`` was delivered AND slurmctld's start time was read after
+        ``since``; False after ``timeout``, or without restart detection.
+
+        Job ids repeat only after a controller lost its state, i.e. restarted. With no restart seen by a check
+        made after ``since``, a job in :attr:`jobs` is the job its id named when that poll was answered: the view
+        then answers "whose job is this, and is it still live?" as a read of the job would, for every caller
+        at once (the bridge's cancel reads no job first).
+        """
+        if self.controller_check_seconds is None:
+            return False
+        deadline = time.monotonic() + timeout
+        while self._controller_checked < since or self.answered_since < since:
+            if time.monotonic() >= deadline:
+                return False
+            if self._controller_checked < since:
+                self._check_controller_now = True  # the next poll reads the start time first
+            # No wake-up: the regular poll serves every cancel waiting meanwhile (one diag and one poll for all).
+            await asyncio.sleep(min(0.05, self.interval_seconds))
+        return True
+
+    def job(self, job_id: int) -> JobInfo | None:
+        """The job with this id as last seen, or None when the last poll did not list it."""
+        return self._jobs.get(job_id)
+
     async def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until the first full list has been read."""
         await asyncio.wait_for(self._synced.wait(), timeout)

@@ -524,3 +524,35 @@ async def test_caught_up_only_once_the_poll_delivered_the_job_it_read(monkeypatc
         await fake.submit_job(_job("made-by-an-earlier-attempt"))
         assert await watcher.caught_up(time.monotonic(), 3)
         assert "made-by-an-earlier-attempt" in {j.name for j in watcher.jobs.values()}
+
+
+async def test_confirmed_waits_for_a_controller_check_and_a_poll_asked_after_it() -> None:
+    """A cancel trusts the view instead of reading the job: only after a poll and a start-time read that were
+    asked after it began, so that a restart (the one way an id names another job) is always seen first."""
+    fake = fake_cluster()
+    watcher = JobWatcher(fake, state_probe=True, interval_seconds=0.01, controller_check_seconds=3600.0)
+    mine = await fake.submit_job(_job("mine"))
+    async with watcher.running():
+        await watcher.wait_synced(timeout=5)
+        fake.calls.clear()
+        assert await watcher.confirmed(time.monotonic(), 2)
+        assert "diag" in fake.calls, "the start time was read again although the next check is an hour away"
+        seen = watcher.job(mine)
+        assert seen is not None and seen.name == "mine"
+        fake.crash(keep_job_ids=set())
+        theirs = await fake.submit_job(_job("theirs"))
+        assert theirs == mine, "the id was handed out again"
+        assert await watcher.confirmed(time.monotonic(), 2)
+        seen = watcher.job(mine)
+        assert seen is not None and seen.name == "theirs", "the view names the job the id names now"
+        assert watcher.controller_restarts == 1
+
+
+async def test_confirmed_is_false_without_restart_detection_or_without_a_poll() -> None:
+    fake = fake_cluster()
+    unchecked = JobWatcher(fake, state_probe=True, interval_seconds=0.01)
+    async with unchecked.running():
+        await unchecked.wait_synced(timeout=5)
+        assert not await unchecked.confirmed(time.monotonic(), 0.2), "ids could be reused unseen"
+    idle = JobWatcher(fake, state_probe=True, controller_check_seconds=3600.0)
+    assert not await idle.confirmed(time.monotonic(), 0.2), "no poll ran"
