@@ -102,6 +102,12 @@ class JobEvent:
 FULL_POLL_SPACING = 10.0
 """Between two full lists, at least this many times what the last one took."""
 
+POLL_SPACING = 4.0
+"""Between two regular polls (the probe, or the list without state-probe mode), at least this many times what the
+last one took: the poll then takes at most a fifth of slurmrestd's time and of the watcher's, at any number of
+jobs. With 2,000 pending jobs the fast interval (0.05 s) had the worker's main thread polling back to back,
+most of its CPU parsing ``jobs/state`` (docs/benchmarks.md, "Many open workloads")."""
+
 SLOW_POLL_SECONDS = 1.0
 """A poll slower than this hints at a controller restart (slurmrestd retries a dead controller for 10 s)."""
 
@@ -233,6 +239,8 @@ class JobWatcher:
         self._view: tuple[int, bool, frozenset[str]] | None = None
         self._last_full = 0.0
         self._last_full_seconds = 0.0
+        self._last_poll_seconds = 0.0
+        """What the last regular poll took (see ``POLL_SPACING``)."""
         self.answered_since = -float("inf")
         """When the last poll whose answer was used and delivered was asked (``time.monotonic``): every job made
         before then is in the subscribers' views."""
@@ -316,14 +324,15 @@ class JobWatcher:
     def current_interval(self) -> float:
         """The wait before the next poll: ``fast_interval_seconds`` while a job announced by :meth:`expect`
         less than ``fast_window_seconds`` ago is still pending (the moment its start matters most: a pod
-        waits to be bound), else ``interval_seconds``."""
+        waits to be bound), else ``interval_seconds``; never less than ``POLL_SPACING`` times the last poll."""
+        floor = POLL_SPACING * self._last_poll_seconds
         if self.fast_interval_seconds is not None:
             now = time.monotonic()
             if any(
                 job.is_pending and now - since <= self.fast_window_seconds for job, since in self._announced.values()
             ):
-                return self.fast_interval_seconds
-        return self.interval_seconds
+                return max(self.fast_interval_seconds, floor)
+        return max(self.interval_seconds, floor)
 
     async def _counted(self, call: Awaitable[T]) -> T:
         """One poll request: counted, and any failure makes the next poll a full resync."""
@@ -404,6 +413,8 @@ class JobWatcher:
         self._need_resync = False
         self._last_full = now
         self._last_full_seconds = now - asked
+        if not self.state_probe:
+            self._last_poll_seconds = now - asked
         # An announced job no poll has seen (cancelled at once) is forgotten after HINT_SECONDS.
         self._announced = {k: v for k, v in self._announced.items() if k in self._jobs or now - v[1] < HINT_SECONDS}
         self._version += 1
@@ -539,6 +550,7 @@ class JobWatcher:
         asked = time.monotonic()
         states = await self._counted(self._client.job_states())
         now = time.monotonic()
+        self._last_poll_seconds = now - asked
         if await self._answered_late(asked, now):
             return []
         events: list[JobEvent] = []

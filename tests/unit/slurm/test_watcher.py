@@ -556,3 +556,28 @@ async def test_confirmed_is_false_without_restart_detection_or_without_a_poll() 
         assert not await unchecked.confirmed(time.monotonic(), 0.2), "ids could be reused unseen"
     idle = JobWatcher(fake, state_probe=True, controller_check_seconds=3600.0)
     assert not await idle.confirmed(time.monotonic(), 0.2), "no poll ran"
+
+
+async def test_polls_are_spaced_by_what_the_last_one_took(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With thousands of jobs a probe takes long: the next waits at least four times as long, fast or not, so that
+    the watcher never polls back to back (issue 16: 2,000 pending jobs kept the worker busy parsing probes)."""
+    clock = [1000.0]
+    monkeypatch.setattr("slinky.clients.slurm.watcher.time.monotonic", lambda: clock[0])
+    fake = fake_cluster()
+    probe = fake.job_states
+
+    async def slow_probe() -> dict[int, list[str]]:
+        clock[0] += 0.1  # slurmrestd renders a big answer
+        return await probe()
+
+    monkeypatch.setattr(fake, "job_states", slow_probe)
+    watcher = JobWatcher(
+        fake, state_probe=True, full_poll_seconds=3600, fast_interval_seconds=0.05, fast_window_seconds=3.0
+    )
+    await watcher.poll_once()  # the first poll is a full list: its time does not space probes
+    assert watcher.current_interval() == 0.25
+    await watcher.poll_once()
+    assert watcher.current_interval() == pytest.approx(0.4), "a 0.1 s probe: 0.4 s before the next"
+    job_id = await fake.submit_job(_job("waits", comment="mine", minimum_nodes=10_000))
+    watcher.expect(JobInfo(job_id=job_id, name="waits", job_state=["PENDING"], comment="mine"))
+    assert watcher.current_interval() == pytest.approx(0.4), "the fast interval too"
