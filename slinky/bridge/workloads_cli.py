@@ -13,14 +13,17 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 
 from slinky import wellknown
-from slinky.bridge.models.workload import WhyPending, workload_workflow_id
+from slinky.bridge.models.workload import Phase, WhyPending, workload_workflow_id
 from slinky.clients.errors import KubeNotFound
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.config import Settings
@@ -87,19 +90,62 @@ def _namespace(args: argparse.Namespace, settings: Settings) -> str:
     return str(args.namespace or settings.bridge.managed_namespaces[0])
 
 
-async def _resolve(client: Client, settings: Settings, namespace: str, name: str) -> list[str]:
-    """Workflow IDs for NAME: the pod's own lifecycle, else every lifecycle of that workload name."""
+async def _resolve(
+    client: Client, settings: Settings, namespace: str, name: str
+) -> tuple[list[str], dict[str, Any] | None]:
+    """Workflow IDs for NAME (the pod's own lifecycle, else every lifecycle of that workload name), and the pod
+    when NAME is one."""
     try:
         async with KubeClient.from_kubeconfig(settings.kube.kubeconfig) as kube:
             pod = await kube.get(pod_path(namespace, name))
         annotations = pod["metadata"].get("annotations") or {}
-        return [
-            annotations.get(wellknown.ANNOTATION_WORKFLOW_ID) or workload_workflow_id(namespace, pod["metadata"]["uid"])
-        ]
+        wid = annotations.get(wellknown.ANNOTATION_WORKFLOW_ID) or workload_workflow_id(
+            namespace, pod["metadata"]["uid"]
+        )
+        return [wid], pod
     except KubeNotFound:
         pass
     query = f"WorkflowType = '{WORKFLOW_TYPE}' AND SlinkyNamespace = '{namespace}' AND SlinkyWorkloadName = '{name}'"
-    return [wf.id async for wf in client.list_workflows(query)]
+    return [wf.id async for wf in client.list_workflows(query)], None
+
+
+WHY_QUERY_SECONDS = 0.5
+"""How long ``why`` waits for the lifecycle's own answer (a query, which a worker must run) before it answers
+from what the lifecycle last published: its search attributes and the pod's PodScheduled condition. At 10,000
+open lifecycles a busy worker answered no query in time (docs/benchmarks.md, "Many open workloads")."""
+
+
+UNANSWERED = "unknown: the lifecycle did not answer"
+"""The ``step`` of a ``why`` answered from records."""
+
+
+def why_from_records(attributes: Mapping[str, Any], pod: Mapping[str, Any] | None, error: str) -> WhyPending:
+    """``why`` without the lifecycle: the phase and job id from its search attributes, the reason and message
+    from the pod's PodScheduled condition (which the lifecycle keeps, e.g. "Slurm job 7 is pending: Priority")."""
+
+    def first(name: str) -> str:
+        values = attributes.get(name) or [""]
+        return str(values[0])
+
+    condition: Mapping[str, Any] = {}
+    if pod is not None:
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled":
+                condition = cond
+    job = first("SlinkySlurmJobId")
+    try:
+        phase = Phase(first("SlinkyPhase"))
+    except ValueError:
+        phase = Phase.SUBMITTING  # not published yet: the lifecycle has just started
+    meta = (pod or {}).get("metadata") or {}
+    return WhyPending(
+        phase=phase,
+        step=f"{UNANSWERED} ({error[:120]})",
+        job_id=int(job) if job.isdigit() else None,
+        reason=str(condition.get("reason") or ""),
+        message=str(condition.get("message") or ""),
+        pods=[f"{meta['namespace']}/{meta['name']}"] if "name" in meta and "namespace" in meta else [],
+    )
 
 
 def _sa(wf: Any, name: str) -> str:
@@ -145,17 +191,19 @@ async def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _one(args: argparse.Namespace) -> tuple[Client, Settings, list[WorkflowHandle[Any, Any]]]:
+async def _one(
+    args: argparse.Namespace,
+) -> tuple[Client, Settings, list[WorkflowHandle[Any, Any]], dict[str, Any] | None]:
     settings = Settings()
     client = await _temporal(settings)
-    ids = await _resolve(client, settings, _namespace(args, settings), args.name)
+    ids, pod = await _resolve(client, settings, _namespace(args, settings), args.name)
     if not ids:
         print(f"no workload named {args.name!r} in namespace {_namespace(args, settings)!r}", file=sys.stderr)
-    return client, settings, [client.get_workflow_handle(i) for i in ids]
+    return client, settings, [client.get_workflow_handle(i) for i in ids], pod
 
 
 async def _show(args: argparse.Namespace) -> int:
-    _, settings, handles = await _one(args)
+    _, settings, handles, _ = await _one(args)
     out = []
     for handle in handles:
         desc = await handle.describe()
@@ -177,17 +225,30 @@ async def _show(args: argparse.Namespace) -> int:
 
 
 async def _why(args: argparse.Namespace) -> int:
-    _, _, handles = await _one(args)
+    _, _, handles, pod = await _one(args)
     for handle in handles:
         desc = await handle.describe()
         if desc.status != WorkflowExecutionStatus.RUNNING:
             print(f"{handle.id}: lifecycle {desc.status.name.lower() if desc.status else 'unknown'}")
             continue
-        why = await handle.query("why_pending", result_type=WhyPending)
+        try:
+            why = await handle.query(
+                "why_pending", result_type=WhyPending, rpc_timeout=timedelta(seconds=WHY_QUERY_SECONDS)
+            )
+        except RPCError as err:
+            # No worker answered in time (all busy, or none running): what the lifecycle last published.
+            why = why_from_records(desc.search_attributes, pod, str(err))
         if args.json:
             print(json.dumps(why.model_dump(mode="json")))
             continue
         job = f"Slurm job {why.job_id}" if why.job_id else "no Slurm job yet"
+        if why.step.startswith(UNANSWERED):
+            condition = f"{why.reason}: {why.message}" if why.reason else "none"
+            print(
+                f"{', '.join(why.pods) or handle.id}: phase {why.phase}, {job}. The lifecycle did not answer within"
+                f" {WHY_QUERY_SECONDS:g} s (its worker is busy or down); the pod's PodScheduled condition: {condition}"
+            )
+            continue
         reason = f", Slurm reason: {why.reason}" if why.reason else ""
         print(
             f"{', '.join(why.pods)}: phase {why.phase}, step {why.step}, {job}"
@@ -197,7 +258,7 @@ async def _why(args: argparse.Namespace) -> int:
 
 
 async def _cancel(args: argparse.Namespace) -> int:
-    _, _, handles = await _one(args)
+    _, _, handles, _ = await _one(args)
     for handle in handles:
         await handle.cancel()
         print(f"cancel requested: {handle.id} (pod deleted, Slurm job cancelled, finalizer removed)")

@@ -17,11 +17,18 @@ REPO = Path(__file__).resolve().parents[2]
 PID_FILE = REPO / ".slinky-dev" / "pids" / "bridge-worker.pid"
 
 
-def slinky(*args: str, timeout: float = 120) -> str:
+def slinky(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> str:
     """Run ``slinky ARGS`` (e.g. ``dev up --slurmd 2``); fail with its output unless it exits 0; return stdout
-    and stderr (``dev`` logs its progress on stderr)."""
+    and stderr (``dev`` logs its progress on stderr). ``env``: the dev stack's values (``dev_env``), for
+    commands that talk to it."""
+    environ = {**os.environ, **{k: v for k, v in env.items() if k != "PATH"}} if env is not None else None
     out = subprocess.run(
-        [sys.executable, "-m", "slinky.cli", *args], cwd=REPO, text=True, capture_output=True, timeout=timeout
+        [sys.executable, "-m", "slinky.cli", *args],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        env=environ,
     )
     assert out.returncode == 0, (
         f"slinky {' '.join(args)} exited {out.returncode}:\n{out.stdout[-2000:]}{out.stderr[-2000:]}"

@@ -9,6 +9,7 @@ client. The kill tests SIGKILL the bridge worker and restart it exactly as ``sli
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -44,7 +45,7 @@ from tests.integration.cluster import (
     state,
     wid,
 )
-from tests.integration.devstack import restart_worker, worker_killed
+from tests.integration.devstack import restart_worker, slinky, worker_killed
 from tests.integration.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -248,7 +249,9 @@ def test_job_cancelled_through_rest_deletes_its_pod(kube: Kube, slurm: Slurm, te
     assert any(scheduled_events(kube, ns, "victim", "SlurmJobEnded"))
 
 
-def test_all_nodes_full_then_a_node_frees(kube: Kube, slurm: Slurm, temporal: Temporal, ns: str) -> None:
+def test_all_nodes_full_then_a_node_frees(
+    kube: Kube, slurm: Slurm, temporal: Temporal, ns: str, dev_env: dict[str, str]
+) -> None:
     blockers = fill_nodes(kube, slurm, ns)
     kube.create_pod(ns, "fifth")
     pod, job = wait_pending_in_slurm(kube, slurm, ns, "fifth")
@@ -269,6 +272,15 @@ def test_all_nodes_full_then_a_node_frees(kube: Kube, slurm: Slurm, temporal: Te
     assert why.reason in ("Priority", "Resources")
     assert why.reason in cond["message"]
     assert why.pods == [f"{ns}/fifth"]
+    said = slinky("workloads", "why", "fifth", "-n", ns, env=dev_env)
+    assert f"{ns}/fifth: phase Pending, step wait_allocation, Slurm job {job['job_id']} (PENDING)" in said, said
+    with worker_killed():  # no worker to run the query: the answer comes from what the lifecycle published
+        started = time.monotonic()
+        said = slinky("workloads", "why", "fifth", "-n", ns, env=dev_env)
+        took = time.monotonic() - started
+    assert f"{ns}/fifth: phase Pending, Slurm job {job['job_id']}. The lifecycle did not answer" in said, said
+    assert f"Unschedulable: {cond['message']}" in said, said
+    assert took < 10, f"answered without the worker in {took:.1f} s"
 
     kube.delete_pod(ns, blockers[0])
     pod = wait_bound(kube, ns, "fifth", timeout=30)

@@ -108,6 +108,10 @@ last one took: the poll then takes at most a fifth of slurmrestd's time and of t
 jobs. With 2,000 pending jobs the fast interval (0.05 s) had the worker's main thread polling back to back,
 most of its CPU parsing ``jobs/state`` (docs/benchmarks.md, "Many open workloads")."""
 
+CONFIRM_MAX_INTERVAL = 0.3
+"""``confirmed`` says no at once when polls are further apart than this (thousands of jobs make them slow, see
+``POLL_SPACING``): a read of the one job is then quicker than waiting for the next poll."""
+
 SLOW_POLL_SECONDS = 1.0
 """A poll slower than this hints at a controller restart (slurmrestd retries a dead controller for 10 s)."""
 
@@ -361,14 +365,15 @@ class JobWatcher:
 
     async def confirmed(self, since: float, timeout: float) -> bool:
         """Wait until a poll asked after ``since`` was delivered AND slurmctld's start time was read after
-        ``since``; False after ``timeout``, or without restart detection.
+        ``since``; False after ``timeout``, without restart detection, or when polls are slow
+        (``CONFIRM_MAX_INTERVAL``).
 
         Job ids repeat only after a controller lost its state, i.e. restarted. With no restart seen by a check
         made after ``since``, a job in :attr:`jobs` is the job its id named when that poll was answered: the view
         then answers "whose job is this, and is it still live?" as a read of the job would, for every caller
         at once (the bridge's cancel reads no job first).
         """
-        if self.controller_check_seconds is None:
+        if self.controller_check_seconds is None or self.current_interval() > CONFIRM_MAX_INTERVAL:
             return False
         deadline = time.monotonic() + timeout
         while self._controller_checked < since or self.answered_since < since:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from slinky.bridge.workloads_cli import DEFAULT_LIMIT
+from slinky.bridge.models.workload import Phase
+from slinky.bridge.workloads_cli import DEFAULT_LIMIT, UNANSWERED, why_from_records
 from slinky.cli import build_parser
 
 
@@ -27,3 +28,34 @@ def test_namespace_and_json_may_follow_the_sub_command(argv: list[str], namespac
 def test_list_shows_a_thousand_rows_unless_asked() -> None:
     assert build_parser("workloads").parse_args(["workloads", "list"]).limit == DEFAULT_LIMIT == 1000
     assert build_parser("workloads").parse_args(["workloads", "list", "--limit", "0"]).limit == 0
+
+
+def test_why_without_the_lifecycle_reads_the_search_attributes_and_the_pods_condition() -> None:
+    pod = {
+        "metadata": {"namespace": "ns", "name": "p"},
+        "status": {
+            "conditions": [
+                {"type": "Initialized", "status": "True"},
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "Slurm job 7 is pending: Priority",
+                },
+            ]
+        },
+    }
+    why = why_from_records({"SlinkyPhase": ["Pending"], "SlinkySlurmJobId": ["7"]}, pod, "deadline exceeded")
+    assert (why.phase, why.job_id, why.reason, why.message, why.pods) == (
+        Phase.PENDING,
+        7,
+        "Unschedulable",
+        "Slurm job 7 is pending: Priority",
+        ["ns/p"],
+    )
+    assert why.step.startswith(UNANSWERED) and "deadline exceeded" in why.step
+
+
+def test_why_without_the_lifecycle_or_the_pod_says_what_little_it_knows() -> None:
+    why = why_from_records({}, None, "no poller")
+    assert (why.phase, why.job_id, why.reason, why.pods) == (Phase.SUBMITTING, None, "", [])

@@ -581,3 +581,13 @@ async def test_polls_are_spaced_by_what_the_last_one_took(monkeypatch: pytest.Mo
     job_id = await fake.submit_job(_job("waits", comment="mine", minimum_nodes=10_000))
     watcher.expect(JobInfo(job_id=job_id, name="waits", job_state=["PENDING"], comment="mine"))
     assert watcher.current_interval() == pytest.approx(0.4), "the fast interval too"
+
+
+async def test_confirmed_says_no_at_once_when_polls_are_slow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thousands of jobs space the polls out: the caller reads its one job rather than wait for the next poll."""
+    fake = fake_cluster()
+    watcher = JobWatcher(fake, state_probe=True, controller_check_seconds=3600.0)
+    monkeypatch.setattr(watcher, "_last_poll_seconds", 0.1)  # 0.4 s to the next poll
+    started = time.monotonic()
+    assert not await watcher.confirmed(time.monotonic(), 2)
+    assert time.monotonic() - started < 0.1
