@@ -74,6 +74,19 @@ def start_operator(
         return subprocess.Popen([sys.executable, "-m", "workers.operator"], cwd=REPO, env=env, stdout=out, stderr=out)
 
 
+def end_workflows_of(dev_env: dict[str, str], task_queue: str) -> None:
+    """Terminate what an operator of the test's own task queue left running (it was stopped mid-flight): no
+    worker will ever poll that queue again, and its workflows would stay Running in the shared Temporal."""
+    subprocess.run(
+        [
+            "temporal", "workflow", "terminate", "--address", dev_env["TEMPORAL_ADDRESS"], "--yes",
+            "--query", f"TaskQueue = '{task_queue}' AND ExecutionStatus = 'Running'", "--reason", "test ended",
+        ],
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}, capture_output=True,
+        timeout=60,
+    )  # fmt: skip
+
+
 def stop_operator(proc: subprocess.Popen[bytes]) -> None:
     proc.terminate()
     try:

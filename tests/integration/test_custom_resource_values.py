@@ -27,7 +27,7 @@ from slinky.operator.api.restapi import RestApi
 from slinky.operator.api.token import Token
 from slinky.operator.validation import nodeset_problems
 from tests.integration.cluster import Kube
-from tests.integration.operator_fixtures import start_operator, stop_operator, wait_for
+from tests.integration.operator_fixtures import end_workflows_of, start_operator, stop_operator, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -279,3 +279,4 @@ def test_upstream_chart_render_applies_unchanged_and_the_operator_takes_it(
             kubectl(dev_env, ns, "delete", kind, "--all", "--wait=false")
     finally:
         stop_operator(proc)
+        end_workflows_of(dev_env, f"chart-{ns}")

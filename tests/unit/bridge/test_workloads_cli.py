@@ -25,8 +25,8 @@ def test_namespace_and_json_may_follow_the_sub_command(argv: list[str], namespac
     assert (args.namespace, args.json) == (namespace, json)
 
 
-def test_list_shows_a_thousand_rows_unless_asked() -> None:
-    assert build_parser("workloads").parse_args(["workloads", "list"]).limit == DEFAULT_LIMIT == 1000
+def test_list_shows_a_hundred_rows_unless_asked() -> None:
+    assert build_parser("workloads").parse_args(["workloads", "list"]).limit == DEFAULT_LIMIT == 100
     assert build_parser("workloads").parse_args(["workloads", "list", "--limit", "0"]).limit == 0
 
 
