@@ -32,7 +32,7 @@ WORKFLOW_TYPE = "WorkloadWorkflow"
 
 
 DEFAULT_LIMIT = 100
-"""Rows ``slinky workloads list`` shows unless asked for more (the newest first; the total goes to stderr): rows
+"""Rows ``slinky workloads list`` shows unless asked for more (in visibility's order; the total goes to stderr): rows
 come through Temporal's visibility at about 0.5-1 ms each (10,000 took 11 s, 1,000 0.5-1.9 s, 100 0.06 s;
 docs/benchmarks.md, "Many open workloads"), so that the first page answers in under a second at any size."""
 
