@@ -225,21 +225,10 @@ class PodWatcher:
 
     async def _resolve(self, group: GroupRef, kind: str, pod: Obj) -> None:
         """Read the gang object (UID, size), then observe the pod again; wait while it does not exist."""
-        key = (group.kind, group.namespace, group.name)
         warned = False
         while True:
-            try:
-                obj = await self.kube.get(group.api_path())
-                size = min_member(group, obj, pod)
-            except KubeNotFound:
-                problem = f"{group.kind} {group.name} not found; the pod waits until it exists"
-            except ValueError as err:
-                problem = str(err)
-            except KubeError as err:
-                logger.warning("reading %s %s failed: %s", group.kind, group.name, err)
-                problem = ""
-            else:
-                self.groups[key] = GroupInfo(obj["metadata"]["uid"], size, time.monotonic() + GROUP_CACHE_SECONDS)
+            info, problem = await self._read_group(group, pod)
+            if info is not None:
                 self.observe(kind, pod)
                 return
             if problem and not warned:
@@ -251,6 +240,23 @@ class PodWatcher:
             if pod["metadata"]["uid"] not in self.seen and not warned:
                 return
             await asyncio.sleep(10)
+
+    async def _read_group(self, group: GroupRef, pod: Obj) -> tuple[GroupInfo | None, str]:
+        """Read the gang object and cache its UID and size; else None and what users should hear ("" when the
+        read failed for a passing reason)."""
+        try:
+            obj = await self.kube.get(group.api_path())
+            size = min_member(group, obj, pod)
+        except KubeNotFound:
+            return None, f"{group.kind} {group.name} not found; the pod waits until it exists"
+        except ValueError as err:
+            return None, str(err)
+        except KubeError as err:
+            logger.warning("reading %s %s failed: %s", group.kind, group.name, err)
+            return None, ""
+        info = GroupInfo(obj["metadata"]["uid"], size, time.monotonic() + GROUP_CACHE_SECONDS)
+        self.groups[(group.kind, group.namespace, group.name)] = info
+        return info, ""
 
     def _send(self, workflow_id: str, ref: PodRef, kind: PodEventKind, pod: Obj | None = None) -> None:
         event = PodEvent(
@@ -271,7 +277,15 @@ class PodWatcher:
             kind, name = owner_kind(pod)
             size = 1
         else:
-            info = self.groups[(group.kind, group.namespace, group.name)]
+            info = self.groups.get((group.kind, group.namespace, group.name))
+            if info is None:
+                # A member its lifecycle claimed (annotated), seen first after a restart: the gang object was
+                # not read yet. Without it (deleted meanwhile) no lifecycle is started again; the one that
+                # claimed the pod still gets its events.
+                info, problem = await self._read_group(group, pod)
+                if info is None:
+                    logger.warning("not restarting the lifecycle of %s: %s", ref.key, problem or "read failed")
+                    return
             kind, name, size = group.kind, group.name, info.min_member
         attributes = TypedSearchAttributes(
             [

@@ -160,9 +160,11 @@ async def test_a_gang_pod_after_a_restart_signals_the_lifecycle_written_on_it() 
 class _Starts:
     def __init__(self) -> None:
         self.kwargs: list[dict[str, Any]] = []
+        self.inputs: list[Any] = []
 
     async def start_workflow(self, *args: Any, **kwargs: Any) -> None:
         self.kwargs.append(kwargs)
+        self.inputs.append(args[1])
 
 
 @pytest.mark.parametrize("eager", [True, False])
@@ -192,3 +194,41 @@ def test_eager_start_defaults_to_one_replica_without_election(
     setting: bool | None, election: bool, eager: bool
 ) -> None:
     assert WorkerSettings(eager_start=setting).eager_start_or_default(election) is eager
+
+
+@pytest.mark.parametrize("group_exists", [True, False])
+async def test_a_claimed_pending_gang_pod_after_a_restart_reads_its_gang_before_starting(group_exists: bool) -> None:
+    """A gang member labelled and annotated by its lifecycle, still unbound (its job pending), seen first after a
+    restart: the start reads the gang object for its size (it used to raise KeyError in a task nobody awaited);
+    without the object no lifecycle is started again, and the pod's events still reach the one that claimed it."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if group_exists and "podgroups/g" in request.url.path:
+            return httpx.Response(200, json={"metadata": {"uid": "pg-uid", "name": "g"}, "spec": {"minMember": 3}})
+        return httpx.Response(404, json={"kind": "Status", "reason": "NotFound"})
+
+    kube = KubeClient(KubeConfig(server="https://kube.test", ssl_context=False), transport=httpx.MockTransport(handler))
+    temporal = _Starts()
+    watcher = PodWatcher(
+        kube,
+        temporal,  # type: ignore[arg-type]
+        task_queue="q",
+        scheduler_name="slurm-bridge-scheduler",
+        defaults=TranslateDefaults(partition="slurm-bridge"),
+    )
+    owner = "workload/ns/podgroup/g/pg-uid"
+    pod = make_pod("m", uid="u1", labels={wellknown.LABEL_POD_GROUP: "g", wellknown.LABEL_SLURM_JOB_ID: "7"})
+    pod["metadata"]["annotations"] = {wellknown.ANNOTATION_WORKFLOW_ID: owner}
+    watcher.observe("ADDED", pod)
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if not watcher._tasks:
+            break
+    failed = [t for t in watcher._tasks if t.done() and t.exception() is not None]
+    await kube.aclose()
+    assert not failed
+    if group_exists:
+        assert [(k["id"], k["start_signal"]) for k in temporal.kwargs] == [(owner, "pod_event")]
+        assert [i.min_member for i in temporal.inputs] == [3], "the gang's size, read from the PodGroup"
+    else:
+        assert temporal.kwargs == []
