@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from slinky import hostlist
 from slinky.clients.errors import SlurmUnavailable
 from slinky.clients.slurm.client import JobsPage
 from slinky.clients.slurm.models import JobDescMsg, JobInfo
@@ -591,3 +592,35 @@ async def test_confirmed_says_no_at_once_when_polls_are_slow(monkeypatch: pytest
     started = time.monotonic()
     assert not await watcher.confirmed(time.monotonic(), 2)
     assert time.monotonic() - started < 0.1
+
+
+async def test_an_announced_job_is_folded_into_the_views_without_recomputing_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The submit asks for the free-node views once per workload: an announcement adds its one job to them, and
+    only a poll recomputes them over every job."""
+    fake = fake_cluster(nodes=2)
+    watcher = JobWatcher(fake)
+    first = await fake.submit_job(_job("first"))
+    fake.tick()
+    await watcher.poll_once()
+    assert watcher.running_nodes() == {"n-1"} and not watcher.has_waiting_jobs()
+    recomputed = 0
+    expand = hostlist.expand
+
+    def counting(nodes: str) -> list[str]:
+        nonlocal recomputed
+        recomputed += 1
+        return expand(nodes)
+
+    monkeypatch.setattr("slinky.clients.slurm.watcher.hostlist.expand", counting)
+    allocated = await fake.allocate_job(_job("allocated"))
+    watcher.expect(await fake.get_job(allocated))
+    waiting = JobInfo(job_id=999, name="w", job_state=["PENDING"], state_reason="Resources")
+    watcher.expect(waiting)
+    assert watcher.running_nodes() == {"n-1", "n-2"} and watcher.has_waiting_jobs()
+    assert recomputed == 1, "only the announced job's nodes were expanded"
+    await fake.cancel_job(first)
+    await watcher.poll_once()
+    assert watcher.running_nodes() == {"n-2"}, "a poll recomputes from every job"
+    assert first not in watcher.jobs or watcher.jobs[first].is_finished
