@@ -35,7 +35,7 @@ from typing import Any
 
 from bench.common import Progress, cpu_seconds, run_cancellable, slurm_rest
 from slinky import wellknown
-from slinky.clients.errors import KubeError
+from slinky.clients.errors import KubeError, KubeUnavailable
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.dev import stack
 
@@ -246,7 +246,11 @@ class Scale:
         await self.refresh_pods()
         jobs = set(self.jobs)
         started = time.monotonic()
-        await self.kube.request("DELETE", pod_path(self.namespace), params={"gracePeriodSeconds": "0"})
+        try:
+            await self.kube.request("DELETE", pod_path(self.namespace), params={"gracePeriodSeconds": "0"})
+        except KubeUnavailable as err:
+            # 10,000 pods take the API server longer than the client's read timeout; it goes on deleting.
+            print(f"[bench.scale] deleting the pods: {err}; the API server goes on, waiting", file=sys.stderr)
         live_jobs, left = len(jobs), len(self.pods)
         no_jobs_at: float | None = None
         with self.progress.ticking(
@@ -285,11 +289,16 @@ class Scale:
         results["worker_rss_mib_before"] = rss_mib(pid_of("bridge-worker"))
         await self.kube.create("/api/v1/namespaces", {"metadata": {"name": self.namespace}})
         try:
-            results["create"] = await self.create()
-            results["lost"] = await self.check_lost()
-            results["open"] = await self.measure_open()
-            results["free_nodes"] = await self.free_nodes()
-            results["delete_all"] = await self.delete_all()
+            # Each phase's figures are written as soon as it ends: a run of an hour keeps what it measured.
+            for phase, measure in (
+                ("create", self.create),
+                ("lost", self.check_lost),
+                ("open", self.measure_open),
+                ("free_nodes", self.free_nodes),
+                ("delete_all", self.delete_all),
+            ):
+                results[phase] = await measure()
+                self.save(results)
             after = await self.states()
             results["live_jobs_after"] = sum(1 for s in after.values() if any(x in LIVE for x in s))
             results["worker_rss_mib_after"] = rss_mib(pid_of("bridge-worker"))
@@ -299,6 +308,12 @@ class Scale:
             await self.rest.aclose()
             await self.kube.aclose()
         return results
+
+    def save(self, results: dict[str, Any]) -> None:
+        """The figures so far to ``--json`` (if given) and to stderr."""
+        print(f"[bench.scale] so far: {json.dumps(results)}", file=sys.stderr)
+        if self.args.json:
+            Path(self.args.json).write_text(json.dumps(results, indent=2))
 
 
 def job_of(pod: dict[str, Any]) -> str | None:
