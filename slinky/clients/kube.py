@@ -28,6 +28,7 @@ from typing import Any, Final, Literal
 import httpx
 import yaml
 
+from slinky.clients import http
 from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeRejected, KubeUnavailable
 
 logger = logging.getLogger(__name__)
@@ -202,17 +203,18 @@ class KubeClient:
         self.config = config
 
         def requests_client() -> httpx.AsyncClient:
+            limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
             return httpx.AsyncClient(
                 base_url=config.server,
                 verify=config.ssl_context,
                 headers=headers,
                 timeout=httpx.Timeout(timeout, connect=5.0),
-                limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+                limits=limits,
                 # A small pool: httpcore walks every pooled connection (a readability syscall each) to place each
                 # request and again when it ends; with 64 connections a burst spent a fifth of the worker's CPU
                 # in that bookkeeping (py-spy). HTTP/2 was faster still, but its long watch streams stalled other
                 # requests for tens of seconds against kube-apiserver 1.20 (measured), so it is not used.
-                transport=transport,
+                transport=transport or http.transport(verify=config.ssl_context, limits=limits),
             )
 
         self._requests_client = requests_client
@@ -221,12 +223,13 @@ class KubeClient:
         self.pools_replaced = 0
         # Watches hold their connection for minutes: they get a pool of their own, so they neither take the
         # short requests' connections nor lengthen the walk above.
+        streams = httpx.Limits(max_connections=None, max_keepalive_connections=16)
         self._streams = httpx.AsyncClient(
             base_url=config.server,
             verify=config.ssl_context,
             headers=headers,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=16),
-            transport=transport,
+            limits=streams,
+            transport=transport or http.transport(verify=config.ssl_context, limits=streams),
         )
 
     @classmethod

@@ -34,6 +34,7 @@ from typing import Any, Protocol, Self, TypeVar
 import httpx
 from pydantic import ValidationError
 
+from slinky.clients import http
 from slinky.clients.errors import (
     ConfigError,
     SlurmConflict,
@@ -267,14 +268,15 @@ class SlurmClient:
         self._list_timeout = httpx.Timeout(
             max(LIST_TIMEOUT_SECONDS, timeout_seconds), connect=connect_timeout_seconds, pool=2 * timeout_seconds
         )
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self._http = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
             auth=self._auth,
             # A request waits for a pooled connection up to twice the read timeout: under load (thousands of
             # lifecycles submitting after a restart) a queue is the answer, and the caller's deadline bounds it.
             timeout=httpx.Timeout(timeout_seconds, connect=connect_timeout_seconds, pool=2 * timeout_seconds),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-            transport=transport,
+            limits=limits,
+            transport=transport or http.transport(limits=limits),
             headers={"Accept": "application/json"},
         )
 
@@ -591,7 +593,7 @@ class SlurmClient:
         """Every job's state flags by ID (``GET jobs/state``): a few bytes per job, about 10x cheaper than
         ``GET jobs``, whose answer slurmrestd renders at roughly 10 KB per job."""
         data = await self._call("GET", self._path("jobs/state"), JobStatesResponse)
-        return {int(entry.job_id): list(entry.state) for entry in data.jobs}
+        return {int(entry["job_id"]): entry["state"] for entry in data.jobs}
 
     async def update_job(self, job_id: int, update: JobDescMsg) -> None:
         """Update a job (pending or running); only the fields set in ``update`` are sent.
