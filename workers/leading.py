@@ -15,11 +15,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from slinky.clients.kube import KubeClient
 from slinky.clients.leader import LeaderElector, LeadershipLost
+from slinky.clients.temporal import data_converter
 from slinky.config import Settings
 from slinky.telemetry import configure_logging
 from workers.health import Health, serve
@@ -37,7 +37,7 @@ async def connect_temporal(settings: Settings) -> Client:
     return await Client.connect(
         settings.temporal.address,
         namespace=settings.temporal.namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter,
         runtime=runtime,
     )
 

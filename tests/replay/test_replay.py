@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 from temporalio import workflow
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
+
+from slinky.clients.temporal import data_converter
 
 with workflow.unsafe.imports_passed_through():
     from slinky.bridge.models.workload import PodsInput, PodStatesResult, WorkloadInput
@@ -116,12 +117,12 @@ def test_histories_show_what_their_names_say(prefix: str) -> None:
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_recorded_history_replays_on_the_current_workflow(path: Path) -> None:
-    replayer = Replayer(workflows=[WorkloadWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[WorkloadWorkflow], data_converter=data_converter)
     await replayer.replay_workflow(load(path))
 
 
 async def test_all_histories_replay_in_one_pass() -> None:
-    replayer = Replayer(workflows=[WorkloadWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[WorkloadWorkflow], data_converter=data_converter)
 
     async def histories() -> AsyncIterator[WorkflowHistory]:
         for path in HISTORIES:
@@ -164,13 +165,13 @@ class ExtraCallWorkloadWorkflow(WorkloadWorkflow):
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_a_new_command_fails_the_replay_as_nondeterminism(path: Path) -> None:
     """Proof that the replay test can fail: the changed workflow must not replay a recorded history."""
-    replayer = Replayer(workflows=[PausedWorkloadWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[PausedWorkloadWorkflow], data_converter=data_converter)
     with pytest.raises(NondeterminismError):
         await replayer.replay_workflow(load(path))
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_an_extra_local_activity_fails_the_replay(path: Path) -> None:
-    replayer = Replayer(workflows=[ExtraCallWorkloadWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[ExtraCallWorkloadWorkflow], data_converter=data_converter)
     with pytest.raises((NondeterminismError, RuntimeError)):
         await replayer.replay_workflow(load(path))

@@ -21,8 +21,9 @@ from pathlib import Path
 
 from temporalio import workflow
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
+
+from slinky.clients.temporal import data_converter
 
 with workflow.unsafe.imports_passed_through():
     from workflows.reconfigure import ControllerReconfigureWorkflow
@@ -48,7 +49,7 @@ def test_histories_cover_every_outcome() -> None:
 
 
 async def test_every_history_replays() -> None:
-    replayer = Replayer(workflows=[ControllerReconfigureWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[ControllerReconfigureWorkflow], data_converter=data_converter)
     for path in HISTORIES:
         history = WorkflowHistory.from_json(f"replay-{path.stem}", path.read_text())
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)

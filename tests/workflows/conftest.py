@@ -24,7 +24,6 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType, IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -56,6 +55,7 @@ from slinky.bridge.models.workload import (
     WhyPending,
     WorkloadInput,
 )
+from slinky.clients.temporal import data_converter
 from workflows.nodeset import SA_NAMESPACE, SA_NODESET, SA_SLURM_NODE
 from workflows.workload import SA_JOB_ID, SA_PARTITION, SA_PHASE, WorkloadWorkflow
 
@@ -338,7 +338,7 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
     """One time-skipping test server for the session (time only moves while a test awaits a result)."""
     async with await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(SCRIPTS / "temporal-test-server"),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter,
     ) as environment:
         # Upserting an unknown search attribute fails every workflow task: register the workflow's own.
         await environment.client.operator_service.add_search_attributes(

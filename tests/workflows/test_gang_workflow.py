@@ -13,7 +13,6 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
@@ -26,6 +25,7 @@ from slinky.bridge.models.workload import (
     PodEventKind,
     SubmitResult,
 )
+from slinky.clients.temporal import data_converter
 from tests.workflows.conftest import (
     EVENTS,
     GANG_SPEC,
@@ -57,7 +57,7 @@ async def gang_running(handle: WorkflowHandle[Any, Any]) -> None:
 
 
 async def replays(handle: WorkflowHandle[Any, Any]) -> None:
-    replayer = Replayer(workflows=[WorkloadWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[WorkloadWorkflow], data_converter=data_converter)
     await replayer.replay_workflow(await handle.fetch_history())
 
 
