@@ -103,6 +103,9 @@ class Confirmed(Index):
     def job(self, job_id: int) -> JobInfo | None:
         return self.seen.get(job_id)
 
+    def seen_within(self, seconds: float) -> bool:
+        return self.is_confirmed
+
 
 async def test_with_a_confirmed_view_the_cancel_reads_no_job() -> None:
     fake = fake_cluster()
@@ -201,3 +204,30 @@ async def test_readoption_outranks_a_waiting_job_as_on_the_real_slurm() -> None:
         SubmitInput(workflow_id=WID, spec=SPEC, submission=2, nodes=["n-2"]),
     )
     assert result.nodes == ["n-2"] and fake.calls == ["allocate_job", "get_job"]
+
+
+async def test_the_recheck_reads_the_job_from_a_fresh_view_and_asks_slurm_only_otherwise() -> None:
+    """The safety re-check of every lifecycle every few minutes: from the watcher's view when it is fresh and lists
+    the job (no Slurm call), else a read; only Slurm says a job is gone."""
+    fake = fake_cluster()
+    mine = await _job(fake, job_comment_for(WID, 1))
+    ref = JobRef(job_id=mine, workflow_id=WID, submission=1)
+    fresh = SlurmActivities(fake, Confirmed({mine: await fake.get_job(mine)}))
+    fake.calls.clear()
+    event = await ActivityEnvironment().run(fresh.get_job, ref)
+    assert (event.job_id, event.state, fake.calls) == (mine, "RUNNING", [])
+
+    stale = SlurmActivities(fake, Confirmed({mine: await fake.get_job(mine)}, confirmed=False))
+    await fake.cancel_job(mine)
+    fake.calls.clear()
+    event = await ActivityEnvironment().run(stale.get_job, ref)
+    assert (event.state, fake.calls) == ("CANCELLED", ["get_job"]), "a stale view is not trusted"
+
+    unlisted = SlurmActivities(fake, Confirmed({}))
+    fake.calls.clear()
+    gone = await ActivityEnvironment().run(unlisted.get_job, JobRef(job_id=4242, workflow_id=WID, submission=1))
+    assert (gone.state, fake.calls) == ("VANISHED", ["get_job"]), "not in the view: Slurm is asked"
+
+    theirs = JobInfo(job_id=mine, name="j", job_state=["RUNNING"], comment=job_comment_for("workload/ns/other", 1))
+    reused = SlurmActivities(fake, Confirmed({mine: theirs}))
+    assert (await ActivityEnvironment().run(reused.get_job, ref)).state == "VANISHED", "another workload's now"

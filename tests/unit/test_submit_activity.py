@@ -36,6 +36,9 @@ class Index:
     def job(self, job_id: int) -> JobInfo | None:
         return None
 
+    def seen_within(self, seconds: float) -> bool:
+        return False
+
     def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None:
         live = [j for j in self.expected if not j.is_finished and owns_job(j.comment, workflow_id, submission)]
         return live[-1] if live else None

@@ -104,6 +104,9 @@ class SlurmJobRouter:
     def job(self, job_id: int) -> JobInfo | None:
         return self.watcher.job(job_id)
 
+    def seen_within(self, seconds: float) -> bool:
+        return self.watcher.seen_within(seconds)
+
     def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None:
         """The workflow's live job, if it is that submission (an older one lost in a crash is not)."""
         job = self._live.get(workflow_id)

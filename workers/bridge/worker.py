@@ -60,6 +60,9 @@ class NoJobIndex:
     def job(self, job_id: int) -> JobInfo | None:
         return None
 
+    def seen_within(self, seconds: float) -> bool:
+        return False
+
     def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None:
         return None
 

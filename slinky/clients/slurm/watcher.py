@@ -397,6 +397,10 @@ class JobWatcher:
         """The job with this id as last seen, or None when the last poll did not list it."""
         return self._jobs.get(job_id)
 
+    def seen_within(self, seconds: float) -> bool:
+        """Whether a poll asked less than ``seconds`` ago was answered and delivered."""
+        return time.monotonic() - self.answered_since < seconds
+
     async def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until the first full list has been read."""
         await asyncio.wait_for(self._synced.wait(), timeout)

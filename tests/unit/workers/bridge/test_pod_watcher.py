@@ -13,7 +13,7 @@ import pytest
 from activities.kube import KubeActivities
 from slinky import wellknown
 from slinky.bridge.models.jobspec import TranslateDefaults
-from slinky.bridge.models.workload import BuildSpecInput, PodRef
+from slinky.bridge.models.workload import BuildSpecInput, PodRef, PodsInput
 from slinky.clients.kube import KubeClient, KubeConfig
 from slinky.config import WorkerSettings
 from tests.builders import StaticNodes, make_pod
@@ -84,6 +84,30 @@ async def test_translation_reads_the_cache_and_falls_back_to_the_api_server() ->
     result = await acts.build_job_spec(BuildSpecInput(pods=[unknown], defaults=TranslateDefaults(partition="x")))
     assert result.gone == ["u9"]
     assert requests == [f"GET /api/v1/namespaces/{ref.namespace}/pods/gone"], "not cached: read it"
+    await kube.aclose()
+
+
+async def test_the_recheck_reads_pending_pods_from_the_cache_and_others_from_the_api_server() -> None:
+    """The safety re-check asks every lifecycle's pod states every few minutes: a pending pod comes from the watch;
+    once it is deleting it leaves the cache, and the next re-check reads it."""
+    requests: list[str] = []
+    kube = _kube(requests)
+    watcher = _watcher(kube)
+    pod = make_pod("p", uid="u1")
+    watcher.observe("ADDED", pod)
+    acts = KubeActivities(kube, StaticNodes(), pods=watcher)
+    ref = PodRef(namespace=pod["metadata"]["namespace"], name="p", uid="u1")
+    states = await acts.get_pod_states(PodsInput(pods=[ref]))
+    assert states.states["u1"].exists and not states.states["u1"].deleting
+    assert requests == [], "pending: from the watch"
+    deleting = copy.deepcopy(pod)
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-26T04:00:00Z"
+    watcher.observe("MODIFIED", deleting)
+    states = await acts.get_pod_states(PodsInput(pods=[ref]))
+    assert requests == [f"GET /api/v1/namespaces/{ref.namespace}/pods/p"], "deleting: not cached, read"
+    assert states.states["u1"].gone, "the API server's answer (404 here) decides"
+    for task in list(watcher._tasks):
+        task.cancel()
     await kube.aclose()
 
 
