@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
 from workers.bridge.gc import GarbageCollector
 
 
@@ -25,3 +28,47 @@ async def test_collect_soon_runs_a_pass_before_the_interval() -> None:
     await asyncio.sleep(0.1)
     task.cancel()
     assert passes == [1], "one pass for both calls"
+
+
+class _Temporal:
+    """Visibility lists ``listed`` as running; describe answers from ``running`` and counts the calls."""
+
+    def __init__(self, listed: set[str], running: set[str], fail_listing: bool = False) -> None:
+        self.listed, self.running, self.fail_listing = listed, running, fail_listing
+        self.described: list[str] = []
+
+    async def list_workflows(self, query: str, page_size: int = 1000) -> Any:
+        assert "ExecutionStatus = 'Running'" in query
+        if self.fail_listing:
+            raise RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b"")
+        for workflow_id in sorted(self.listed):
+            yield type("Listed", (), {"id": workflow_id})()
+
+    def get_workflow_handle(self, workflow_id: str) -> Any:
+        temporal = self
+
+        class _Handle:
+            async def describe(self) -> Any:
+                temporal.described.append(workflow_id)
+                status = WorkflowExecutionStatus.RUNNING if workflow_id in temporal.running else None
+                return type("Desc", (), {"status": status})()
+
+        return _Handle()
+
+
+async def test_a_pass_lists_running_lifecycles_once_and_describes_only_the_others() -> None:
+    """10,000 pending workloads were 10,000 describes a pass; now one listing, and a describe only for an id the
+    listing lacks (visibility may lag a start: the describe has the last word)."""
+    temporal = _Temporal(listed={"a", "b"}, running={"a", "b", "just-started"})
+    gc = GarbageCollector(None, None, temporal)  # type: ignore[arg-type]
+    gc._running = await gc._running_lifecycles()
+    assert [await gc._workflow_running(w) for w in ("a", "b", "just-started", "closed")] == [True, True, True, False]
+    assert temporal.described == ["just-started", "closed"]
+
+
+async def test_without_the_listing_every_lifecycle_is_described() -> None:
+    temporal = _Temporal(listed={"a"}, running={"a"}, fail_listing=True)
+    gc = GarbageCollector(None, None, temporal)  # type: ignore[arg-type]
+    gc._running = await gc._running_lifecycles()
+    assert await gc._workflow_running("a")
+    assert temporal.described == ["a"]
