@@ -52,7 +52,21 @@ def test_kill_9_of_slurmctld_under_load_loses_no_pod_and_cancels_no_foreign_job(
         assert all(phases.values()), f"pods deleted: {[n for n, p in phases.items() if not p]}"
         return all(p == "Succeeded" for p in phases.values())
 
-    eventually(all_succeeded, timeout=150, what="every pod Succeeded", interval=1.0)
+    try:
+        eventually(all_succeeded, timeout=150, what="every pod Succeeded", interval=1.0)
+    except pytest.fail.Exception:
+        # Say where each pod stands, and its lifecycle and jobs, for the next reader of a CI log.
+        stuck = {n: phase(kube.pod(ns, n)) for n in names if phase(kube.pod(ns, n)) != "Succeeded"}
+
+        def lifecycle(name: str) -> object:
+            try:
+                return temporal.why_pending(wid(kube.pod(ns, name) or {})).model_dump(mode="json")
+            except Exception as err:  # closed, or no pod any more: say so instead
+                return repr(err)
+
+        why = {n: lifecycle(n) for n in stuck}
+        jobs = {n: [(j["job_id"], j["job_state"]) for j in slurm.jobs_of_pod(ns, n)] for n in stuck}
+        pytest.fail(f"not every pod Succeeded within 150 s: phases {stuck}; lifecycles {why}; jobs {jobs}")
     warnings = _reasons(kube, ns)
     assert not (SYMPTOMS & set(warnings)), f"pods told their job ended or was taken: {warnings}"
     assert warnings["SlurmJobLost"] >= 1, (

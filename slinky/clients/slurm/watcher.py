@@ -384,12 +384,13 @@ class JobWatcher:
         if self.controller_check_seconds is None or self.current_interval() > CONFIRM_MAX_INTERVAL:
             return False
         deadline = time.monotonic() + timeout
+        self._check_controller_now = True  # the next poll reads the start time first
+        self._wake.set()  # once per call: cancels waiting together still share the poll that answers them
         while self._controller_checked < since or self.answered_since < since:
             if time.monotonic() >= deadline:
                 return False
             if self._controller_checked < since:
-                self._check_controller_now = True  # the next poll reads the start time first
-            # No wake-up: the regular poll serves every cancel waiting meanwhile (one diag and one poll for all).
+                self._check_controller_now = True  # a check in flight when this began clears the flag
             await asyncio.sleep(min(0.05, self.interval_seconds))
         return True
 
