@@ -102,11 +102,12 @@ class JobEvent:
 FULL_POLL_SPACING = 10.0
 """Between two full lists, at least this many times what the last one took."""
 
-POLL_SPACING = 4.0
+POLL_SPACING = 2.0
 """Between two regular polls (the probe, or the list without state-probe mode), at least this many times what the
-last one took: the poll then takes at most a fifth of slurmrestd's time and of the watcher's, at any number of
-jobs. With 2,000 pending jobs the fast interval (0.05 s) had the worker's main thread polling back to back,
-most of its CPU parsing ``jobs/state`` (docs/benchmarks.md, "Many open workloads")."""
+last one took: the poll then takes at most a third of slurmrestd's time and of the watcher's, at any number of
+jobs. With 2,000 pending jobs the fast interval (0.05 s) had the worker's main thread polling back to back, most
+of its CPU parsing ``jobs/state``. Four times cost the freed-node start 3.0 s at 2,000 jobs, twice 1.8 s, against
+0.95 s polling back to back (docs/benchmarks.md, "Many open workloads")."""
 
 CONFIRM_MAX_INTERVAL = 0.3
 """``confirmed`` says no at once when polls are further apart than this (thousands of jobs make them slow, see
