@@ -237,6 +237,8 @@ class JobWatcher:
         self.idle_full_poll_seconds = idle_full_poll_seconds
         self.fast_interval_seconds = fast_interval_seconds
         self.fast_window_seconds = fast_window_seconds
+        self._lost: list[JobInfo] = []
+        """Announced jobs a reused id proved lost before any poll saw them; reported at the next delivery."""
         self._announced: dict[int, tuple[JobInfo, float]] = {}
         """Jobs announced by expect(): what was submitted and when; kept until seen no longer pending."""
         self._version = 0
@@ -315,6 +317,14 @@ class JobWatcher:
         known = self._jobs.get(job.job_id)
         if known is not None and self._identity(known) != self._identity(job) and not known.is_finished:
             logger.warning("Slurm handed out job id %s again: looking for a controller restart now", job.job_id)
+            self.suspect_restart()
+        prior = self._announced.get(job.job_id)
+        if known is None and prior is not None and self._identity(prior[0]) != self._identity(job):
+            # An announced job no poll has seen yet, and now another job with its id: the controller lost the
+            # first one (ids repeat only after a restart). It is reported VANISHED at the next delivery, or its
+            # owner would wait for it forever (seen in make test: slurmctld killed 3 s after 4 submits).
+            logger.warning("Slurm handed out job id %s again before a poll saw the first: it was lost", job.job_id)
+            self._lost.append(prior[0])
             self.suspect_restart()
         self._announced[job.job_id] = (job, time.monotonic())
         view = self._view
@@ -499,12 +509,24 @@ class JobWatcher:
         self._controller_started = started
 
     def _after_restart(self, events: list[JobEvent], jobs: list[JobInfo], asked: float, now: float) -> list[JobEvent]:
-        """Mark what the restart lost, including jobs announced before the list was asked for and not in it."""
-        known = {job.job_id for job in jobs} | {e.job_id for e in events if e.type is JobEventType.VANISHED}
+        """Mark what the restart lost, including jobs announced before the list was asked for and not in it (or
+        listed under their id, but as another job: the id was handed out again)."""
+        listed = {job.job_id: job for job in jobs}
+        vanished = {e.job_id for e in events if e.type is JobEventType.VANISHED}
+
+        def lost_announcement(job_id: int, job: JobInfo) -> bool:
+            if job_id in vanished:
+                return False
+            other = listed.get(job_id)
+            if other is None:
+                return True
+            # An announcement has no submit_time: compare the rest of its identity, as _diff_one does.
+            return self._identity(job.model_copy(update={"submit_time": other.submit_time})) != self._identity(other)
+
         lost = [
             JobEvent(JobEventType.VANISHED, job_id, job, None, now)
             for job_id, (job, since) in self._announced.items()
-            if job_id not in known and since < asked
+            if since < asked and lost_announcement(job_id, job)
         ]
         return [
             replace(event, controller_restart=True) if event.type is JobEventType.VANISHED else event
@@ -616,6 +638,18 @@ class JobWatcher:
         """Fan the events out to every subscriber and callback, in order; return them as delivered."""
         self._version += 1
         events = [self._with_announcement(event) for event in events]
+        if self._lost:
+            # Announced jobs whose ids were handed out again before any poll saw them (see expect). Not passed
+            # through _with_announcement: the announcement under their id is the new job's.
+            now = time.monotonic()
+            events = [
+                *(
+                    JobEvent(JobEventType.VANISHED, job.job_id, job, None, now, controller_restart=True)
+                    for job in self._lost
+                ),
+                *events,
+            ]
+            self._lost = []
         for event in events:
             for subscription in list(self._subscriptions):
                 subscription._put(event)
