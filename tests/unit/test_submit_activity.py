@@ -15,29 +15,18 @@ from slinky.bridge.models.workload import SubmitInput, SubmitResult, owns_job
 from slinky.clients.slurm import JobDescMsg, JobInfo
 from slinky.clients.slurm.client import map_error
 from tests.unit.slurm.helpers import fake_cluster
+from workers.bridge.worker import NoJobIndex
 
 SPEC = SlurmJobSpec(pods=("ns/p",), partition="p", min_nodes=1, max_nodes=1)
 GANG = SlurmJobSpec(pods=("ns/a", "ns/b"), partition="p", min_nodes=2, max_nodes=2)
 
 
-class Index:
+class Index(NoJobIndex):
+    """A follower's index (no watcher: a retry reads Slurm's job list, a cancel reads its job) that remembers
+    what the submit announced."""
+
     def __init__(self) -> None:
         self.expected: list[JobInfo] = []
-
-    async def wait_synced(self) -> None:
-        return None
-
-    async def caught_up(self, since: float, timeout: float) -> bool:
-        return False  # as a follower's: a retry reads Slurm's job list
-
-    async def confirmed(self, since: float, timeout: float) -> bool:
-        return False
-
-    def job(self, job_id: int) -> JobInfo | None:
-        return None
-
-    def seen_within(self, seconds: float) -> bool:
-        return False
 
     def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None:
         live = [j for j in self.expected if not j.is_finished and owns_job(j.comment, workflow_id, submission)]

@@ -36,13 +36,14 @@ def _kube(requests: list[str]) -> KubeClient:
     return KubeClient(KubeConfig(server="https://kube.test", ssl_context=False), transport=httpx.MockTransport(handler))
 
 
-def _watcher(kube: KubeClient) -> PodWatcher:
+def _watcher(kube: KubeClient, temporal: Any = None, **kwargs: Any) -> PodWatcher:
     return PodWatcher(
         kube,
-        _Temporal(),  # type: ignore[arg-type]
+        temporal if temporal is not None else _Temporal(),  # type: ignore[arg-type]
         task_queue="q",
         scheduler_name="slurm-bridge-scheduler",
         defaults=TranslateDefaults(partition="slurm-bridge"),
+        **kwargs,
     )
 
 
@@ -157,13 +158,7 @@ async def test_a_gang_pod_after_a_restart_signals_the_lifecycle_written_on_it() 
     requests: list[str] = []
     kube = _kube(requests)  # every read is 404: no PodGroup "g" any more
     temporal = _Signals()
-    watcher = PodWatcher(
-        kube,
-        temporal,  # type: ignore[arg-type]
-        task_queue="q",
-        scheduler_name="slurm-bridge-scheduler",
-        defaults=TranslateDefaults(partition="slurm-bridge"),
-    )
+    watcher = _watcher(kube, temporal)
     owner = "workload/ns/podgroup/g/old-uid"
     labels = {wellknown.LABEL_POD_GROUP: "g", wellknown.LABEL_SLURM_JOB_ID: "7"}
     pod = make_pod("m", uid="u1", node_name="n1", labels=labels)
@@ -195,14 +190,7 @@ class _Starts:
 async def test_a_single_pod_starts_eagerly_only_when_asked(eager: bool) -> None:
     """One replica: eagerly on its own worker; several: through the task queue, so any replica may take it."""
     temporal = _Starts()
-    watcher = PodWatcher(
-        _kube([]),
-        temporal,  # type: ignore[arg-type]
-        task_queue="q",
-        scheduler_name="slurm-bridge-scheduler",
-        defaults=TranslateDefaults(partition="slurm-bridge"),
-        eager_start=eager,
-    )
+    watcher = _watcher(_kube([]), temporal, eager_start=eager)
     watcher.observe("ADDED", make_pod("p", uid="u1", cpu="1"))
     for _ in range(50):
         await asyncio.sleep(0.01)
@@ -233,13 +221,7 @@ async def test_a_claimed_pending_gang_pod_after_a_restart_reads_its_gang_before_
 
     kube = KubeClient(KubeConfig(server="https://kube.test", ssl_context=False), transport=httpx.MockTransport(handler))
     temporal = _Starts()
-    watcher = PodWatcher(
-        kube,
-        temporal,  # type: ignore[arg-type]
-        task_queue="q",
-        scheduler_name="slurm-bridge-scheduler",
-        defaults=TranslateDefaults(partition="slurm-bridge"),
-    )
+    watcher = _watcher(kube, temporal)
     owner = "workload/ns/podgroup/g/pg-uid"
     pod = make_pod("m", uid="u1", labels={wellknown.LABEL_POD_GROUP: "g", wellknown.LABEL_SLURM_JOB_ID: "7"})
     pod["metadata"]["annotations"] = {wellknown.ANNOTATION_WORKFLOW_ID: owner}
