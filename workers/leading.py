@@ -7,10 +7,8 @@ import asyncio
 import contextlib
 import faulthandler
 import logging
-import os
 import signal
 import socket
-import sys
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -19,7 +17,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from slinky.clients.kube import KubeClient
 from slinky.clients.leader import LeaderElector, LeadershipLost
-from slinky.clients.temporal import data_converter
+from slinky.clients.temporal import data_converter, exit_without_finalizing
 from slinky.config import Settings
 from slinky.telemetry import configure_logging
 from workers.health import Health, serve
@@ -133,19 +131,4 @@ def serve_process(run: Callable[[Settings, asyncio.Event, Health], Awaitable[Non
         asyncio.run(_main())
     except LeadershipLost:
         code = 1
-    exit_now(code)
-
-
-def exit_now(code: int) -> None:
-    """Exit with ``code`` once everything has stopped, without the interpreter's finalization.
-
-    temporalio's Rust threads may still complete a call that was cancelled at shutdown (a signal, a start) and
-    take the GIL to hand back its result; if the interpreter is finalizing by then, CPython 3.11 aborts the
-    process ("Fatal Python error: PyGILState_Release ... finalizing", exit -6). It was seen under load with
-    SIGTERM. Every body has stopped and closed its clients when this runs, so only the logs need flushing.
-    """
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
+    exit_without_finalizing(code)

@@ -26,6 +26,7 @@ from slinky import wellknown
 from slinky.bridge.models.workload import Phase, WhyPending, workload_workflow_id
 from slinky.clients.errors import KubeNotFound
 from slinky.clients.kube import KubeClient, pod_path
+from slinky.clients.temporal import exit_without_finalizing
 from slinky.config import Settings
 
 WORKFLOW_TYPE = "WorkloadWorkflow"
@@ -71,12 +72,7 @@ def _common(cmd: argparse.ArgumentParser) -> None:
 
 
 def _run(coro: Any) -> int:
-    code: int = asyncio.run(coro)
-    # The Temporal client's native runtime can abort while the interpreter finalizes after a short
-    # command (PyGILState_Release); the work is done and printed, so leave without finalizing.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_without_finalizing(asyncio.run(coro))
 
 
 async def _temporal(settings: Settings) -> Client:

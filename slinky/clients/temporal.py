@@ -1,4 +1,5 @@
-"""The data converter of our Temporal workers: pydantic, as ``temporalio.contrib.pydantic``'s, built once.
+"""What every process with a Temporal client shares: the workers' data converter (pydantic, as
+``temporalio.contrib.pydantic``'s, built once) and the way out of a process without finalizing.
 
 temporalio 1.35 builds a new data converter for every workflow activation, and another for each command with its
 own serialization context (an activity's); each one constructs its payload converter afresh: a pydantic
@@ -14,7 +15,11 @@ type-adapter cache (an ``lru_cache``, safe across the workflow threads).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import contextlib
+import logging
+import os
+import sys
+from typing import Any, ClassVar, NoReturn
 
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter
@@ -36,3 +41,19 @@ class SharedPydanticPayloadConverter(PydanticPayloadConverter):
 
 data_converter = DataConverter(payload_converter_class=SharedPydanticPayloadConverter)
 """What workers and tests pass as ``data_converter``: ``pydantic_data_converter`` with a shared converter."""
+
+
+def exit_without_finalizing(code: int) -> NoReturn:
+    """Exit with ``code`` once the work is done, without the interpreter's finalization.
+
+    temporalio's Rust threads may still complete a call (one cancelled at shutdown, a client's last RPC) and take
+    the GIL to hand back its result; if the interpreter is finalizing by then, CPython 3.11 aborts the process
+    ("Fatal Python error: PyGILState_Release ... finalizing", exit -6): seen after short CLI commands and, under
+    load, when a worker stopped on SIGTERM. Callers have stopped and closed their clients; only the logs and the
+    standard streams need flushing.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

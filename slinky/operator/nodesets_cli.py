@@ -32,6 +32,7 @@ from temporalio.service import RPCError
 from slinky import wellknown
 from slinky.clients.errors import KubeNotFound, SlinkyError
 from slinky.clients.kube import KubeClient
+from slinky.clients.temporal import exit_without_finalizing
 from slinky.config import Settings
 from slinky.operator.api.base import API_VERSION, Condition
 from slinky.operator.api.nodeset import NodeSet
@@ -117,12 +118,7 @@ Command = Callable[[argparse.Namespace, "Sources"], Awaitable[int]]
 
 def _handler(command: Command) -> Callable[[argparse.Namespace], int]:
     def handle(args: argparse.Namespace) -> int:
-        code = run(command, args, Sources(Settings()))
-        # The Temporal client's native runtime can abort while the interpreter finalizes after a short
-        # command (see workloads_cli); the output is printed, so leave without finalizing.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        exit_without_finalizing(run(command, args, Sources(Settings())))
 
     return handle
 
