@@ -374,13 +374,8 @@ class JobWatcher:
 
     async def caught_up(self, since: float, timeout: float) -> bool:
         """Wait until a poll asked after ``since`` was answered (and delivered); False after ``timeout``."""
-        deadline = time.monotonic() + timeout
         self._wake.set()  # no need to wait for the next interval
-        while self.answered_since < since:
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(min(0.05, self.interval_seconds))
-        return True
+        return await self._wait_for(lambda: self.answered_since >= since, timeout)
 
     async def confirmed(self, since: float, timeout: float) -> bool:
         """Wait until a poll asked after ``since`` was delivered AND slurmctld's start time was read after
@@ -394,14 +389,24 @@ class JobWatcher:
         """
         if self.controller_check_seconds is None or self.current_interval() > CONFIRM_MAX_INTERVAL:
             return False
-        deadline = time.monotonic() + timeout
-        self._check_controller_now = True  # the next poll reads the start time first
         self._wake.set()  # once per call: cancels waiting together still share the poll that answers them
-        while self._controller_checked < since or self.answered_since < since:
+
+        def answered() -> bool:
+            if self._controller_checked < since:
+                # The next poll reads the start time first; set again while waiting, since a check in flight when
+                # this began clears the flag.
+                self._check_controller_now = True
+                return False
+            return self.answered_since >= since
+
+        return await self._wait_for(answered, timeout)
+
+    async def _wait_for(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Poll ``done`` every 50 ms (or the interval, if shorter) until it holds; False after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while not done():
             if time.monotonic() >= deadline:
                 return False
-            if self._controller_checked < since:
-                self._check_controller_now = True  # a check in flight when this began clears the flag
             await asyncio.sleep(min(0.05, self.interval_seconds))
         return True
 
