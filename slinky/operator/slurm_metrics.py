@@ -421,6 +421,13 @@ async def read_snapshot(
     return Snapshot(nodes=listed, jobs=found, partitions=partitions, diag=diag)
 
 
+def metric_names() -> frozenset[str]:
+    """Every family name the operator can serve, data or not: a partition's, the cluster's and the scheduler's.
+    Discovery lists these, so a client sees the metrics before the first round has read Slurm."""
+    probe = families(Snapshot(partitions=[Partition(name="probe")]), nodesets={})
+    return frozenset(f.name for f in probe) | {name for name, _, _ in _DIAG}
+
+
 def to_prometheus(found: Iterable[Family]) -> list[GaugeMetricFamily]:
     """Families as prometheus_client gauges; samples of one name from several clusters merged into one family
     (a family's samples must carry the same label names: every cluster's have the same base labels)."""

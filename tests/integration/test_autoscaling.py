@@ -82,7 +82,10 @@ def test_the_api_answers_only_through_the_front_proxy(managed: str, dev_env: dic
     base = "/apis/external.metrics.k8s.io/v1beta1"
     names = [r["name"] for r in json.loads(kubectl(dev_env, "get", "--raw", base))["resources"]]
     assert {"slurm_partition_jobs_pending", "slurm_partition_nodes_wanted"} <= set(names)
-    listing = json.loads(kubectl(dev_env, "get", "--raw", f"{base}/namespaces/{NS}/slurm_partition_nodes"))
+    path = f"{base}/namespaces/{NS}/slurm_partition_nodes"
+    # Values come with the operator's first metrics round of the Controller (a freshly applied one: seconds).
+    wait_for(lambda: json.loads(kubectl(dev_env, "get", "--raw", path))["items"], 60, "a metrics round")
+    listing = json.loads(kubectl(dev_env, "get", "--raw", path))
     assert listing["kind"] == "ExternalMetricValueList"
     assert listing["items"] and {i["metricLabels"]["namespace"] for i in listing["items"]} == {NS}
     other = json.loads(kubectl(dev_env, "get", "--raw", f"{base}/namespaces/default/slurm_partition_nodes"))

@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from slinky.clients.errors import KubeError
 from slinky.clients.kube import KubeClient, rfc3339
 from slinky.operator import external_metrics as em
+from slinky.operator import slurm_metrics
 from slinky.operator.slurm_metrics import Family
 
 logger = logging.getLogger(__name__)
@@ -167,7 +168,7 @@ class ExternalMetricsServer:
         families = self.families()
         if path in (f"/apis/{em.GROUP}", base):
             if path == base:
-                return 200, em.resource_list(f.name for f in families)
+                return 200, em.resource_list({*slurm_metrics.metric_names(), *(f.name for f in families)})
             version = {"groupVersion": em.GROUP_VERSION, "version": em.VERSION}
             return 200, {"kind": "APIGroup", "apiVersion": "v1", "name": em.GROUP, "versions": [version],
                          "preferredVersion": version}  # fmt: skip

@@ -64,7 +64,7 @@ async def test_each_caller_is_authorized_and_the_answer_kept() -> None:
 async def test_discovery_paths_and_bad_selectors() -> None:
     s, _ = server()
     code, body = await s.answer("GET", BASE, HEADERS, PEER)
-    assert code == 200 and body["resources"][0]["name"] == "slurm_partition_nodes_wanted"
+    assert code == 200 and "slurm_partition_nodes_wanted" in [r["name"] for r in body["resources"]]
     code, body = await s.answer("GET", "/apis/external.metrics.k8s.io", HEADERS, PEER)
     assert code == 200 and body["kind"] == "APIGroup"
     assert (await s.answer("GET", f"{BASE}/nodes/x", HEADERS, PEER))[0] == 404
@@ -72,3 +72,14 @@ async def test_discovery_paths_and_bad_selectors() -> None:
     code, body = await s.answer("GET", f"{BASE}/namespaces/hpc/m?labelSelector=a%3D%28", HEADERS, PEER)
     assert code == 400 and body["reason"] == "BadRequest"
     assert (await s.answer("GET", "/healthz", {}, None))[0] == 200
+
+
+async def test_discovery_lists_every_metric_before_the_first_round() -> None:
+    """Before the operator has read Slurm (no families yet), discovery already names what it will serve."""
+    proxy = FrontProxy(ca_pem="", allowed_names=["front-proxy-client"])
+    s = ExternalMetricsServer(cast(KubeClient, Reviews(True)), lambda: [], proxy)
+    code, body = await s.answer("GET", BASE, HEADERS, PEER)
+    names = [r["name"] for r in body["resources"]]
+    assert code == 200 and names == sorted(set(names))
+    assert {"slurm_partition_jobs_pending", "slurm_partition_nodes_wanted", "slurm_nodes_idle"} <= set(names)
+    assert "slurm_server_thread_cnt" in names, "diag's families too, which a round adds only when diag answers"
