@@ -77,7 +77,7 @@ async def test_discovery_paths_and_bad_selectors() -> None:
 async def test_discovery_lists_every_metric_before_the_first_round() -> None:
     """Before the operator has read Slurm (no families yet), discovery already names what it will serve."""
     proxy = FrontProxy(ca_pem="", allowed_names=["front-proxy-client"])
-    s = ExternalMetricsServer(cast(KubeClient, Reviews(True)), lambda: [], proxy)
+    s = ExternalMetricsServer(cast(KubeClient, Reviews(True)), list, proxy)
     code, body = await s.answer("GET", BASE, HEADERS, PEER)
     names = [r["name"] for r in body["resources"]]
     assert code == 200 and names == sorted(set(names))
