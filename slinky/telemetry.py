@@ -101,6 +101,13 @@ FOREIGN_JOB_SPARED = Counter(
     "Cancels not sent because the job id, reused after a slurmctld crash, now names another workload's job.",
     registry=REGISTRY,
 )
+TEMPORAL_CALL_RETRIES = Counter(
+    "slinky_bridge_temporal_call_retries_total",
+    "The bridge's own Temporal calls that failed after the SDK's retries and are tried again after a backoff."
+    " call: start (a lifecycle), signal. status: RESOURCE_EXHAUSTED (Temporal's rate limit), UNAVAILABLE, ...",
+    ["call", "status"],
+    registry=REGISTRY,
+)
 GC_ACTIONS = Counter(
     "slinky_bridge_gc_actions_total",
     "Garbage-collection actions. action: cancel_job (orphan Slurm job), delete_pod (pod whose job is gone).",

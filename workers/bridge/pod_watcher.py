@@ -40,10 +40,12 @@ from slinky.bridge.models.workload import PodEvent, PodEventKind, PodRef, Worklo
 from slinky.clients.errors import KubeError, KubeNotFound
 from slinky.clients.events import EventRecorder, pod_event
 from slinky.clients.kube import KubeClient, Obj
-from workers.bridge.signals import signal_lifecycle
+from workers.bridge.signals import TRANSIENT, retry_delay, signal_lifecycle
 
 logger = logging.getLogger(__name__)
 START_CONCURRENCY = 32
+START_ATTEMPTS = 5
+"""Tries of a lifecycle start whose failure is not transient (see signals.TRANSIENT: those go on while pending)."""
 
 
 GROUP_CACHE_SECONDS = 30.0
@@ -315,8 +317,9 @@ class PodWatcher:
             if group is not None
             else {"id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING, "request_eager_start": self.eager_start}
         )
-        async with self._sem:
-            for attempt in range(5):
+        async with self._sem:  # held while backing off: a rate-limited frontend gets fewer calls, not more
+            attempt = 0
+            while True:
                 try:
                     await self.temporal.start_workflow(
                         "WorkloadWorkflow",
@@ -335,5 +338,17 @@ class PodWatcher:
                 except WorkflowAlreadyStartedError:
                     return
                 except RPCError as err:
-                    logger.warning("start %s failed (%s), attempt %d", workflow_id, err.status, attempt + 1)
-                    await asyncio.sleep(0.2 * 2**attempt)
+                    attempt += 1
+                    if ref.uid not in self.pending:
+                        return  # bound, deleting or gone meanwhile: no lifecycle to start
+                    if err.status not in TRANSIENT and attempt >= START_ATTEMPTS:
+                        # Not a passing failure: the pod's next change (or a restart) tries again.
+                        logger.error("start %s failed (%s) after %d attempts", workflow_id, err, attempt)
+                        if ref.uid in self.seen:
+                            self.seen[ref.uid].started = False
+                        return
+                    # A pending pod needs its lifecycle: while Temporal rate-limits or is unavailable, keep trying.
+                    delay = retry_delay("start", err, attempt - 1)
+                    logger.warning("start %s failed (%s), attempt %d; again in %.1fs", workflow_id, err.status,
+                                   attempt, delay)  # fmt: skip
+                    await asyncio.sleep(delay)

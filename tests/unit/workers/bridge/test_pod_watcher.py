@@ -1,4 +1,5 @@
-"""The pod watcher: its pending-pod cache (translation reads it instead of the API server) and its warnings."""
+"""The pod watcher: its pending-pod cache (translation reads it instead of the API server), its warnings, and
+its starts and signals while Temporal rate-limits."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ from typing import Any
 
 import httpx
 import pytest
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.kube import KubeActivities
-from slinky import wellknown
+from slinky import telemetry, wellknown
 from slinky.bridge.models.jobspec import TranslateDefaults
 from slinky.bridge.models.workload import BuildSpecInput, PodRef, PodsInput
 from slinky.clients.kube import KubeClient, KubeConfig
 from slinky.config import WorkerSettings
 from tests.builders import StaticNodes, make_pod
-from workers.bridge.pod_watcher import PodWatcher
+from workers.bridge.pod_watcher import START_ATTEMPTS, PodWatcher
+from workers.bridge.signals import ATTEMPTS as SIGNAL_ATTEMPTS
+from workers.bridge.signals import MAX_DELAY, TRANSIENT_ATTEMPTS, signal_lifecycle
 
 
 class _Temporal:
@@ -239,3 +243,134 @@ async def test_a_claimed_pending_gang_pod_after_a_restart_reads_its_gang_before_
     else:
         assert temporal.kwargs == []
         assert "not restarting the lifecycle of slurm-bridge/m: PodGroup g not found" in caplog.text, "said, not raised"
+
+
+class _RateLimited:
+    """Temporal's frontend over its rate limit for the first ``fail`` starts (after the SDK's own retries)."""
+
+    def __init__(self, fail: int, status: RPCStatusCode = RPCStatusCode.RESOURCE_EXHAUSTED) -> None:
+        self.fail, self.status, self.calls = fail, status, 0
+        self.started: list[str] = []
+
+    async def start_workflow(self, *args: Any, **kwargs: Any) -> None:
+        self.calls += 1
+        if self.calls <= self.fail:
+            raise RPCError("namespace rate limit exceeded", self.status, b"")
+        self.started.append(kwargs["id"])
+
+
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The backoffs asked for (each slept 0 s; asyncio.sleep is one function, so the test's own yields are not
+    counted)."""
+    asked: list[float] = []
+    real = asyncio.sleep
+
+    async def sleep(delay: float, *args: Any) -> None:
+        if delay:
+            asked.append(delay)
+        await real(0)
+
+    monkeypatch.setattr("workers.bridge.pod_watcher.asyncio.sleep", sleep)
+    return asked
+
+
+async def _settle(watcher: PodWatcher) -> None:
+    for _ in range(200):
+        if not watcher._tasks:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the start did not end")
+
+
+def _retries(call: str, status: str) -> float:
+    return (
+        telemetry.REGISTRY.get_sample_value(
+            "slinky_bridge_temporal_call_retries_total", {"call": call, "status": status}
+        )
+        or 0.0
+    )
+
+
+async def test_a_rate_limited_start_backs_off_until_the_lifecycle_starts(sleeps: list[float]) -> None:
+    """More failures than the old five tries: a pending pod keeps asking, at least 1 s apart, and is counted."""
+    temporal = _RateLimited(fail=8)
+    before = _retries("start", "RESOURCE_EXHAUSTED")
+    watcher = _watcher(_kube([]), temporal)
+    watcher.observe("ADDED", make_pod("p", uid="u1", cpu="1"))
+    await _settle(watcher)
+    assert len(temporal.started) == 1 and temporal.calls == 9
+    assert len(sleeps) == 8 and min(sleeps) >= 0.75 and max(sleeps) <= MAX_DELAY * 1.25
+    assert sleeps[-1] > sleeps[0], "exponential"
+    assert _retries("start", "RESOURCE_EXHAUSTED") - before == 8
+
+
+async def test_a_start_stops_trying_once_the_pod_is_no_longer_pending(sleeps: list[float]) -> None:
+    temporal = _RateLimited(fail=1000)
+    watcher = _watcher(_kube([]), temporal)
+    pod = make_pod("p", uid="u1", cpu="1")
+    watcher.observe("ADDED", pod)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    deleted = copy.deepcopy(pod)
+    deleted["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+    watcher.observe("MODIFIED", deleted)
+    await _settle(watcher)
+    assert temporal.started == [] and temporal.calls < 10
+
+
+async def test_a_start_refused_for_good_is_tried_again_on_the_pods_next_change(sleeps: list[float]) -> None:
+    temporal = _RateLimited(fail=START_ATTEMPTS, status=RPCStatusCode.INVALID_ARGUMENT)
+    watcher = _watcher(_kube([]), temporal)
+    pod = make_pod("p", uid="u1", cpu="1")
+    watcher.observe("ADDED", pod)
+    await _settle(watcher)
+    assert temporal.calls == START_ATTEMPTS and temporal.started == []
+    changed = copy.deepcopy(pod)
+    changed["metadata"]["resourceVersion"] = "2"
+    watcher.observe("MODIFIED", changed)
+    await _settle(watcher)
+    assert len(temporal.started) == 1
+
+
+class _Handle:
+    def __init__(self, outer: _SignalFailures) -> None:
+        self.outer = outer
+
+    async def signal(self, name: str, arg: Any) -> None:
+        self.outer.calls += 1
+        if self.outer.calls <= self.outer.fail:
+            raise RPCError("no", self.outer.status, b"")
+
+
+class _SignalFailures:
+    def __init__(self, fail: int, status: RPCStatusCode) -> None:
+        self.fail, self.status, self.calls = fail, status, 0
+
+    def get_workflow_handle(self, workflow_id: str) -> _Handle:
+        return _Handle(self)
+
+
+@pytest.mark.parametrize(
+    ("status", "fail", "delivered", "calls"),
+    [
+        (RPCStatusCode.RESOURCE_EXHAUSTED, 7, True, 8),  # more than the five tries of a lasting failure
+        (RPCStatusCode.RESOURCE_EXHAUSTED, 100, False, TRANSIENT_ATTEMPTS),
+        (RPCStatusCode.INVALID_ARGUMENT, 100, False, SIGNAL_ATTEMPTS),
+        (RPCStatusCode.NOT_FOUND, 100, False, 1),  # the lifecycle ended: nothing to tell
+    ],
+)
+async def test_a_signal_backs_off_longer_while_temporal_rate_limits(
+    monkeypatch: pytest.MonkeyPatch, status: RPCStatusCode, fail: int, delivered: bool, calls: int
+) -> None:
+    asked: list[float] = []
+
+    async def sleep(delay: float, *args: Any) -> None:
+        asked.append(delay)
+
+    monkeypatch.setattr("workers.bridge.signals.asyncio.sleep", sleep)
+    temporal = _SignalFailures(fail, status)
+    ok = await signal_lifecycle(temporal, "wf", "pod_event", {}, asyncio.Semaphore(1))  # type: ignore[arg-type]
+    assert ok is delivered and temporal.calls == calls
+    if status == RPCStatusCode.RESOURCE_EXHAUSTED:
+        assert min(asked) >= 0.75
