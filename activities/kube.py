@@ -1,4 +1,6 @@
-"""Kubernetes-side activities of the workload lifecycle: small idempotent verbs, one API effect each.
+"""Kubernetes-side activities of the workload lifecycle: small idempotent verbs, one API effect each, and two
+sequences of them that a lifecycle always runs back to back (``place_pods``, ``release_pods``): one activity
+instead of three saves the history markers and workflow activations of the other two (issue 16).
 
 Every verb treats "already done" as success (a NotFound on delete, the same node on a repeated bind) so a
 retry after a crash is harmless. Permanent failures become non-retryable ``ApplicationError``s whose
@@ -29,12 +31,14 @@ from slinky.bridge.models.workload import (
     EventInput,
     GroupPhaseInput,
     LabelPodsInput,
+    PlacePodsInput,
     PodConditionInput,
     PodRef,
     PodsInput,
     PodsResult,
     PodStateResult,
     PodStatesResult,
+    ReleasePodsInput,
 )
 from slinky.bridge.translate import TranslationError, translate_group, translate_pod
 from slinky.clients.errors import KubeConflict, KubeNotFound, KubeRejected, KubeUnavailable
@@ -306,6 +310,33 @@ class KubeActivities:
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         return node
 
+    @activity.defn(name="place_pods")
+    async def place_pods(self, data: PlacePodsInput) -> BindPodsResult:
+        """``bind_pods``, then with ``label`` ``label_pods`` on the members bound, then their Events. A retry
+        repeats the whole (each verb is idempotent); the Events are queued once, after both succeeded."""
+        out = await self.bind_pods(BindPodsInput(bindings=data.bindings, job_id=data.job_id))
+        bound = [b.pod for b in data.bindings if b.pod.uid in out.nodes]
+        if data.label and bound:
+            labelled = await self.label_pods(
+                LabelPodsInput(pods=bound, job_id=data.job_id, workflow_id=data.workflow_id)
+            )
+            out = out.model_copy(update={"gone": [*out.gone, *labelled.gone]})
+            bound = [ref for ref in bound if ref.uid not in labelled.gone]
+        if data.label and data.submitted is not None and bound:
+            await self.record_event(data.submitted.model_copy(update={"pods": bound}))
+        if data.scheduled_reason:
+            for ref in bound:
+                message = f"Successfully assigned {ref.key} to {out.nodes[ref.uid]} (Slurm job {data.job_id})"
+                self.events.record(pod_event(ref.namespace, ref.name, ref.uid, data.scheduled_reason, message))
+        return out
+
+    @activity.defn(name="release_pods")
+    async def release_pods(self, data: ReleasePodsInput) -> None:
+        """``remove_finalizers`` on every member, then the Event (if any): the cleanup's last step."""
+        await self.remove_finalizers(PodsInput(pods=data.pods))
+        if data.event is not None:
+            await self.record_event(data.event)
+
     @activity.defn(name="set_pod_condition")
     async def set_pod_condition(self, data: PodConditionInput) -> None:
         """PodScheduled=False with the reason and message on every member, where `kubectl describe` shows it."""
@@ -397,11 +428,13 @@ class KubeActivities:
             self.build_job_spec,
             self.label_pods,
             self.bind_pods,
+            self.place_pods,
             self.set_pod_condition,
             self.record_event,
             self.delete_pods,
             self.get_pod_states,
             self.remove_finalizers,
+            self.release_pods,
             self.set_group_phase,
         ]
 

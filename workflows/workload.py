@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         LabelPodsInput,
         MemberState,
         Phase,
+        PlacePodsInput,
         PodBinding,
         PodConditionInput,
         PodEvent,
@@ -64,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         PodsInput,
         PodsResult,
         PodStatesResult,
+        ReleasePodsInput,
         ResumeState,
         SubmitInput,
         SubmitResult,
@@ -108,6 +110,9 @@ PATCH_EARLY_MEMBERS = "gang-early-members"
 PATCH_LATE_MEMBER = "gang-late-member"
 PATCH_RECOVER_LOST_JOB = "recover-lost-job"
 PATCH_UNRECORDED_SUBMISSION = "cancel-unrecorded-submission"
+PATCH_FOLDED_STEPS = "folded-place-and-release"
+"""Binding, labelling and their Events in one activity (place_pods); the finalizers and the cleanup Event in one
+(release_pods). Histories from before keep their separate activities on replay."""
 
 # PodGroup status phases (scheduler-plugins coscheduling).
 GROUP_SCHEDULING, GROUP_RUNNING, GROUP_FINISHED, GROUP_FAILED = "Scheduling", "Running", "Finished", "Failed"
@@ -656,6 +661,10 @@ class WorkloadWorkflow:
         self._set_phase(Phase.BINDING)
         members = sorted((m for m in self._in_job() if m.live), key=lambda m: m.ref.name)
         bindings = [PodBinding(pod=m.ref, slurm_node=n) for m, n in zip(members, self.job.nodes, strict=False)]
+        if workflow.patched(PATCH_FOLDED_STEPS):
+            await self._place(bindings)
+            await self._group_phase(GROUP_RUNNING)
+            return
         res = await self._call("bind_pods", BindPodsInput(bindings=bindings, job_id=self.job_id), BindPodsResult)
         self._mark_gone(res.gone)
         for uid, node in res.nodes.items():
@@ -686,6 +695,30 @@ class WorkloadWorkflow:
             for m in bound:
                 await self._event(REASON_BOUND, messages[m.ref.uid], members=[m])
         await self._group_phase(GROUP_RUNNING)
+
+    async def _place(self, bindings: list[PodBinding]) -> None:
+        """Bind, label (an allocation at submit: bound before labelled, the finalizer follows in the same
+        activity) and tell, in one activity."""
+        assert self.job is not None and self.job_id is not None
+        submitted = EventInput(
+            pods=[], reason=REASON_SUBMITTED, message=f"Submitted Slurm job {self.job_id} (allocated at once)"
+        )
+        placed = PlacePodsInput(
+            bindings=bindings,
+            job_id=self.job_id,
+            workflow_id=workflow.info().workflow_id,
+            label=self.allocated_at_submit,
+            submitted=submitted if self.allocated_at_submit else None,
+            scheduled_reason=REASON_BOUND,
+        )
+        res = await self._call("place_pods", placed, BindPodsResult)
+        self._mark_gone(res.gone)
+        for uid, node in res.nodes.items():
+            self.members[uid].node = node
+        self.allocation = tuple(self.job.nodes)
+        nodes = sorted(set(res.nodes.values()))
+        self.message = f"bound to {', '.join(nodes)} by Slurm job {self.job_id}"
+        self._set_phase(Phase.RUNNING)
 
     async def _await_end(self) -> str:
         """Run until the gang ends: all finished, one failed or deleted, or the job ended."""
@@ -899,11 +932,16 @@ class WorkloadWorkflow:
             for job in self._unrecorded_jobs():
                 await self._do("cancel_job", job, retry.SLURM)
         self.step = "remove_finalizer"
-        await self._do("remove_finalizers", PodsInput(pods=self._refs()))
+        cleaned = None
         if self.job_id is not None:
-            await self._event(
-                REASON_CLEANED, f"Slurm job {self.job_id} cleaned up: {why}", members=list(self.members.values())
-            )
+            message = f"Slurm job {self.job_id} cleaned up: {why}"
+            cleaned = EventInput(pods=self._refs(), reason=REASON_CLEANED, message=message) if self.members else None
+        if workflow.patched(PATCH_FOLDED_STEPS):
+            await self._do("release_pods", ReleasePodsInput(pods=self._refs(), event=cleaned))
+        else:
+            await self._do("remove_finalizers", PodsInput(pods=self._refs()))
+            if cleaned is not None and cleaned.pods:
+                await self._best_effort("record_event", cleaned)
         self._set_phase(Phase.FINISHED)
         self.step = "done"
         return why

@@ -8,7 +8,8 @@
 # created once the lifecycle waits for it, so the history shows the gathering step.
 # With free nodes these take the immediate-allocation path. The queued_*.json histories are kept from the code
 # before it (job queued, start signal awaited): they guard workflows started by older workers. To record that
-# path again, run the worker with SLINKY_SLURM__IMMEDIATE_ALLOCATION=false and rename the outputs.
+# path again, run the worker with SLINKY_SLURM__IMMEDIATE_ALLOCATION=false and rename the outputs. The unfolded_*.json
+# histories are from the code before place_pods/release_pods (session 11): keep them too.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source .slinky-dev/env

@@ -2,9 +2,10 @@
 
 The histories in ``histories/`` were recorded from the live dev stack by ``record.sh``
 (``temporal workflow show -o json``): a pod that ran to completion, a pod deleted while Running, and a PodGroup
-gang of two (gathered, one job, one member per node, both Succeeded); once with immediate allocation (session 4)
-and once, as ``queued_*``, from the earlier code that always queued the job and waited for its start signal: a
-workflow started by an older worker must still replay on the new code. The ``lost_*`` histories were recorded by
+gang of two (gathered, one job, one member per node, both Succeeded); with the current code (binding, labelling
+and Events in one activity, session 11), as ``unfolded_*`` with immediate allocation and separate activities
+(session 4), and as ``queued_*`` from the earlier code that always queued the job and waited for its start signal:
+a workflow started by an older worker must still replay on the new code. The ``lost_*`` histories were recorded by
 ``record_crash.py`` after runs of the slurmctld crash test: a job lost before it started (resubmitted), and a job
 lost while its pod ran (re-adopted at once on its node, or queued for it). A code change that alters the commands
 the workflow issues for an existing history fails here; guard such a change with ``workflow.patched()``.
@@ -57,11 +58,14 @@ def calls(path: Path) -> list[str]:
 
 KINDS = ("pod_happy_path", "pod_deleted_while_running", "podgroup_gang_of_two")
 LOST = ("lost_pending_resubmitted", "lost_running_readopted", "lost_running_readopt_queued")
+OLDER = ("unfolded_", "queued_")
+"""Histories of older code: separate bind, label and finalizer activities (``unfolded_``, session 10), and before
+that the job always queued (``queued_``)."""
 
 
 def test_histories_were_recorded() -> None:
     names = {p.stem for p in HISTORIES}
-    assert names == {*KINDS, *(f"queued_{kind}" for kind in KINDS), *LOST}
+    assert names == {*KINDS, *(f"{prefix}{kind}" for prefix in OLDER for kind in KINDS), *LOST}
 
 
 def _signals(path: Path) -> list[dict[str, object]]:
@@ -90,29 +94,33 @@ def test_crash_histories_show_the_recovery_their_names_say(name: str) -> None:
         assert found.index("bind_pods") < found.index("job_event:VANISHED")
 
 
-@pytest.mark.parametrize("prefix", ["", "queued_"], ids=["allocated-at-once", "queued"])
+@pytest.mark.parametrize("prefix", ["", "unfolded_", "queued_"], ids=["folded", "unfolded", "queued"])
 def test_histories_show_what_their_names_say(prefix: str) -> None:
-    """Recorded from the list-based activities; the gang gathered its second member and bound both. The
-    ``queued_`` histories (recorded before immediate allocation) waited for the job's start signal and labelled
-    before binding; the others got their nodes from the submit, bound at once and labelled after."""
+    """The gang gathered its second member and bound both. The ``queued_`` histories (recorded before immediate
+    allocation) waited for the job's start signal and labelled before binding; the others got their nodes from the
+    submit and bound at once: the ``unfolded_`` ones then labelled in an activity of its own, the current ones bind,
+    label and tell in one (place_pods) and remove the finalizers and tell in one (release_pods)."""
     histories = {kind: calls(HISTORIES[0].parent / f"{prefix}{kind}.json") for kind in KINDS}
+    bind, release = ("place_pods", "release_pods") if not prefix else ("bind_pods", "remove_finalizers")
     for found in histories.values():
-        assert {"build_job_spec", "submit_placeholder_job", "label_pods", "bind_pods", "remove_finalizers"} <= set(
-            found
-        )
-        assert found.index("cancel_job") < found.index("remove_finalizers")
-        if prefix:
+        assert {"build_job_spec", "submit_placeholder_job", bind, release} <= set(found)
+        assert found.index("cancel_job") < found.index(release)
+        if prefix == "queued_":
             assert found.index("label_pods") < found.index("job_event:RUNNING") < found.index("bind_pods")
-        else:
+        elif prefix:
             assert "job_event:RUNNING" not in found
             assert found.index("submit_placeholder_job") < found.index("bind_pods") < found.index("label_pods")
+        else:
+            assert "job_event:RUNNING" not in found
+            assert not {"bind_pods", "label_pods", "remove_finalizers", "record_event"} & set(found)
+            assert found.index("submit_placeholder_job") < found.index("place_pods")
     deleted = histories["pod_deleted_while_running"]
-    assert deleted.index("bind_pods") < deleted.index("pod_event:deleting") < deleted.index("pod_event:gone")
+    assert deleted.index(bind) < deleted.index("pod_event:deleting") < deleted.index("pod_event:gone")
     assert deleted.index("pod_event:gone") < deleted.index("cancel_job")
     gang = histories["podgroup_gang_of_two"]
     assert gang.count("pod_event:added") == 2 and gang.count("submit_placeholder_job") == 1
     assert gang.index("pod_event:added", 1) < gang.index("submit_placeholder_job")
-    assert gang.count("set_group_phase") == (3 if prefix else 2) and gang.count("pod_event:terminal") == 2
+    assert gang.count("set_group_phase") == (3 if prefix == "queued_" else 2) and gang.count("pod_event:terminal") == 2
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])

@@ -40,6 +40,7 @@ from slinky.bridge.models.workload import (
     JobEvent,
     JobRef,
     LabelPodsInput,
+    PlacePodsInput,
     PodConditionInput,
     PodEvent,
     PodEventKind,
@@ -48,6 +49,7 @@ from slinky.bridge.models.workload import (
     PodsResult,
     PodStateResult,
     PodStatesResult,
+    ReleasePodsInput,
     SubmitInput,
     SubmitResult,
     UpdateJobInput,
@@ -162,6 +164,37 @@ class FakeActivities:
         self._record("bind_pods", data)
         return self.bind or BindPodsResult(nodes={b.pod.uid: f"k8s-{b.slurm_node}" for b in data.bindings})
 
+    @activity.defn(name="place_pods")
+    async def place_pods(self, data: PlacePodsInput) -> BindPodsResult:
+        """As the real one: the fakes of its verbs in order (recorded under their names), the Events queued (the
+        event gate never holds them, as the worker's recorder does not)."""
+        self._record("place_pods", data)
+        out = await self.bind_pods(BindPodsInput(bindings=data.bindings, job_id=data.job_id))
+        bound = [b.pod for b in data.bindings if b.pod.uid in out.nodes]
+        if data.label and bound:
+            labelled = await self.label_pods(
+                LabelPodsInput(pods=bound, job_id=data.job_id, workflow_id=data.workflow_id)
+            )
+            out = out.model_copy(update={"gone": [*out.gone, *labelled.gone]})
+            bound = [p for p in bound if p.uid not in labelled.gone]
+        if data.label and data.submitted is not None and bound:
+            self.calls.append(Call("record_event", data.submitted.model_copy(update={"pods": bound})))
+        if data.scheduled_reason and bound:
+            messages = {
+                p.uid: f"Successfully assigned {p.key} to {out.nodes[p.uid]} (Slurm job {data.job_id})" for p in bound
+            }
+            # Queued, never failing the step (the record_event fake's scripted failure is not raised here).
+            scheduled = EventInput(pods=bound, reason=data.scheduled_reason, message="", messages=messages)
+            self.calls.append(Call("record_event", scheduled))
+        return out
+
+    @activity.defn(name="release_pods")
+    async def release_pods(self, data: ReleasePodsInput) -> None:
+        self._record("release_pods", data)
+        await self.remove_finalizers(PodsInput(pods=data.pods))
+        if data.event is not None:
+            self.calls.append(Call("record_event", data.event))
+
     @activity.defn(name="set_pod_condition")
     async def set_pod_condition(self, data: PodConditionInput) -> None:
         self._record("set_pod_condition", data)
@@ -219,11 +252,13 @@ class FakeActivities:
             self.build_job_spec,
             self.label_pods,
             self.bind_pods,
+            self.place_pods,
             self.set_pod_condition,
             self.record_event,
             self.delete_pods,
             self.get_pod_states,
             self.remove_finalizers,
+            self.release_pods,
             self.set_group_phase,
             self.submit_placeholder_job,
             self.update_pending_job,
@@ -233,7 +268,8 @@ class FakeActivities:
 
     # ------------------------------------------------------------------------------------ assertions
     def names(self, *, skip: Sequence[str] = ()) -> list[str]:
-        return [c.name for c in self.calls if c.name not in skip]
+        """The verbs called, in order; the two sequences (place_pods, release_pods) as the verbs they run."""
+        return [c.name for c in self.calls if c.name not in skip and c.name not in FOLDED]
 
     def args(self, name: str) -> list[Any]:
         return [c.arg for c in self.calls if c.name == name]
@@ -255,6 +291,8 @@ class FakeActivities:
         await eventually(lambda: len(self.args(name)) >= times, timeout, f"{name} x{times}: {self.names()}")
 
 
+FOLDED = ("place_pods", "release_pods")
+"""Activities that run a sequence of the verbs (each recorded under its own name as well)."""
 SIGNALED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
 TASK_COMPLETED = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
 EVENTS = ("record_event", "set_pod_condition")
@@ -305,8 +343,9 @@ def marker_types(events: list[Any]) -> list[tuple[int, str]]:
     """(event id, activity type) of each local-activity marker of a history."""
     found = []
     for event in events:
-        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
-            data = event.marker_recorded_event_attributes.details["data"].payloads[0].data
+        attrs = event.marker_recorded_event_attributes
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and attrs.marker_name == "core_local_activity":
+            data = attrs.details["data"].payloads[0].data
             found.append((event.event_id, json.loads(data)["activity_type"]))
     return found
 

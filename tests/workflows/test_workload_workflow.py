@@ -113,7 +113,8 @@ async def test_happy_path_binds_on_the_first_slurm_node_and_cleans_up_in_order(
         ("Normal", "Scheduled"),
         ("Normal", "SlurmJobCleanedUp"),
     ]
-    assert "k8s-slurm-3" in fakes.args("record_event")[1].message
+    scheduled = fakes.args("record_event")[1]
+    assert "k8s-slurm-3" in scheduled.messages[POD.uid]
 
 
 async def test_an_immediate_allocation_binds_without_a_start_signal_then_labels(
@@ -147,6 +148,34 @@ async def test_an_immediate_allocation_binds_without_a_start_signal_then_labels(
         ("Normal", "SlurmJobCleanedUp"),
     ]
     assert not fakes.args("set_pod_condition"), "never pending: no Unschedulable condition"
+
+
+async def test_an_allocated_pod_costs_five_local_activities(run_workload: Any, fakes: FakeActivities) -> None:
+    """Binding, labelling and their two Events are one activity (place_pods), the finalizer and the cleanup Event
+    another (release_pods): 5 markers in the history instead of 9, and one patch marker."""
+    fakes.submit = [SubmitResult(job_id=JOB_ID, nodes=["slurm-7"])]
+    async with run_workload() as handle:
+        await step_is(handle, "running")
+        await pod_event(handle, PodEventKind.TERMINAL)
+        assert await handle.result() == "the workload ended"
+        history = [e async for e in handle.fetch_history_events()]
+    assert [kind for _, kind in marker_types(history)] == [
+        "build_job_spec",
+        "submit_placeholder_job",
+        "place_pods",
+        "cancel_job",
+        "release_pods",
+    ]
+    patches = [
+        e.marker_recorded_event_attributes.details["patch_data"]
+        for e in history
+        if e.marker_recorded_event_attributes.marker_name == "core_patch"
+    ]
+    assert len(patches) == 1
+    [placed] = fakes.args("place_pods")
+    assert placed.label and placed.workflow_id == handle.id and placed.scheduled_reason == "Scheduled"
+    [released] = fakes.args("release_pods")
+    assert released.pods == [POD] and released.event is not None and released.event.reason == "SlurmJobCleanedUp"
 
 
 async def test_a_pod_deleted_between_binding_and_labelling_ends_the_lifecycle_and_cancels_its_job(

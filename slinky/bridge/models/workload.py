@@ -322,6 +322,29 @@ class EventInput(_Msg):
     """Per-pod message by UID, where members differ (e.g. each one's node); ``message`` otherwise."""
 
 
+class PlacePodsInput(_Msg):
+    """The binding step in one call: bind, then (an allocation at submit) label, then the Events, on the members
+    found bound (one gone meanwhile gets none)."""
+
+    bindings: list[PodBinding]
+    job_id: int
+    workflow_id: str = ""
+    label: bool = False
+    """Also put the job id label, ``workflow_id`` and the finalizer on the bound members (their job was allocated
+    at submit, so they were not labelled while pending)."""
+    submitted: EventInput | None = None
+    """With ``label``: the Event saying the job was submitted (its ``pods`` are ignored)."""
+    scheduled_reason: str = ""
+    """The reason of the Event "Successfully assigned <pod> to <node> (Slurm job <id>)" on each bound member."""
+
+
+class ReleasePodsInput(_Msg):
+    """The cleanup's Kubernetes step in one call: the finalizers off, then the Event (if any) on every member."""
+
+    pods: list[PodRef]
+    event: EventInput | None = None
+
+
 class DeletePodsInput(_Msg):
     pods: list[PodRef]
     grace_seconds: int | None = None
