@@ -324,6 +324,8 @@ class Bench:
         self.tmp = Path(tempfile.mkdtemp(prefix="bench-operator-"))
         self.stats_path = self.tmp / "stats.json"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.record_ids: list[int] = []
+        """Held jobs of ``--job-records``."""
         self.runtime = slurmd_runtime.SlurmdRuntime(
             stack.STATE / "slurm" / "root",
             self.tmp / "slurmd",
@@ -486,9 +488,22 @@ class Bench:
             "all_idle_s": round(max(poll.idle.values()) - started, 3),
             "all_spawned_s": round(spawned - started, 3),
             "first_idle_s": round(min(poll.idle.values()) - started, 3),
+            "drain_call": await self.drain_by_hand(),
         }
         await self.stop_by_hand()
         return result
+
+    async def drain_by_hand(self) -> Obj:
+        """The baseline of the operator's drain call: the same ``POST node/{name}`` (state DRAIN with a reason)
+        for every hand-started node at once, straight to slurmrestd."""
+
+        async def drain(name: str) -> float:
+            asked = time.monotonic()
+            body = {"state": ["DRAIN"], "reason": "bench: drained by hand"}
+            (await self.rest.post(f"/node/{name}", json=body)).raise_for_status()
+            return time.monotonic() - asked
+
+        return dist_ms(list(await asyncio.gather(*(drain(n) for n in self.hand_names))))
 
     async def stop_by_hand(self) -> None:
         uids, self.hand_uids = self.hand_uids, []
@@ -642,10 +657,47 @@ class Bench:
             with contextlib.suppress(KubeNotFound):
                 await self.kube.delete(f"/api/v1/namespaces/{self.namespace}")
         await self.forget_nodes([*self.names, *self.hand_names])
+        if self.record_ids:
+            left["job_records_cancelled"] = await self.cancel_job_records()
         shutil.rmtree(self.tmp, ignore_errors=True)
         await self.rest.aclose()
         await self.kube.aclose()
         return left
+
+    async def add_job_records(self, count: int) -> Obj:
+        """``count`` held batch jobs (never run): job records that every full job list of Slurm carries, as on a
+        cluster with a long queue. Cancelled at cleanup."""
+        self.progress.phase(f"submitting {count} held jobs")
+        script = "#!/bin/sh\ntrue\n"
+        gate = asyncio.Semaphore(16)
+        started = time.monotonic()
+
+        async def one(i: int) -> None:
+            desc = {
+                "name": f"{self.name}-record", "partition": stack.NODESET_PARTITION, "hold": True,
+                "current_working_directory": "/tmp", "environment": ["PATH=/usr/bin:/bin"],
+                "standard_output": "/dev/null",
+            }  # fmt: skip
+            async with gate:
+                answer = await self.rest.post("/job/submit", json={"job": desc, "script": script})
+                self.record_ids.append(int(answer.raise_for_status().json()["job_id"]))
+
+        with self.progress.ticking("held jobs", lambda: f"{len(self.record_ids)}/{count} submitted"):
+            await asyncio.gather(*(one(i) for i in range(count)))
+        listed = (await self.rest.get("/jobs")).json().get("jobs") or []
+        return {"submitted": len(self.record_ids), "seconds": round(time.monotonic() - started, 1),
+                "jobs_listed_by_slurm": len(listed)}  # fmt: skip
+
+    async def cancel_job_records(self) -> int:
+        gate = asyncio.Semaphore(16)
+
+        async def one(job_id: int) -> None:
+            async with gate:
+                with contextlib.suppress(httpx.HTTPError):
+                    await self.rest.delete(f"/job/{job_id}")
+
+        await asyncio.gather(*(one(j) for j in self.record_ids))
+        return len(self.record_ids)
 
     async def terminate_scale_ins(self) -> int:
         from temporalio.client import Client
@@ -673,6 +725,8 @@ class Bench:
         rounds: list[Obj] = []
         rest: dict[str, list[Obj]] = {"scale_out": [], "idle": [], "scale_in": []}
         try:
+            if self.args.job_records:
+                results["job_records"] = await self.add_job_records(self.args.job_records)
             self.progress.phase(f"namespace {self.namespace}; starting the operator")
             await self.setup()
             self.start_operator()
@@ -779,6 +833,11 @@ def summarise(rounds: list[Obj], rest: dict[str, list[Obj]]) -> Obj:
         "scale_in_drained_to_terminating_p50_s": round(scale_in["p50_ms"] / 1000, 3),
         "scale_in_drained_to_terminating_p99_s": round(scale_in["p99_ms"] / 1000, 3),
         "scale_in_total_s": statistics.median(r["scale_in"]["total_s"] for r in rounds),
+        "drain_call_by_hand_p50_s": round(
+            statistics.median(r["by_hand"]["drain_call"]["p50_ms"] for r in rounds) / 1000, 3
+        )
+        if rounds
+        else None,
         "slurm_requests_per_reconcile": round(requests / reconciles, 2) if reconciles else None,
         "reconcile_own_requests_per_reconcile": round(own / reconciles, 2) if reconciles else None,
         "requests_by_source": dict(sources),
@@ -808,6 +867,7 @@ def print_report(results: Obj) -> None:
         ("scale-in: drained -> pod terminating p50 (s)", s["scale_in_drained_to_terminating_p50_s"]),
         ("scale-in: drained -> pod terminating p99 (s)", s["scale_in_drained_to_terminating_p99_s"]),
         ("scale-in N->0: patch -> all pods gone (s)", s["scale_in_total_s"]),
+        ("drain call by hand, all nodes at once, p50 (s)", s["drain_call_by_hand_p50_s"]),
         ("operator slurmrestd requests per reconcile", s["slurm_requests_per_reconcile"]),
         ("  of them made by the reconcile itself", s["reconcile_own_requests_per_reconcile"]),
         ("operator slurmrestd requests per poll", s["slurm_requests_per_poll"]),
@@ -856,6 +916,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--poll-ms", type=float, default=25.0, help="the benchmark's own poll of Slurm's nodes")
     parser.add_argument("--idle-seconds", type=float, default=5.0, help="steady state counted between the two")
     parser.add_argument("--json", metavar="PATH", help="also write the JSON summary to this file")
+    parser.add_argument(
+        "--job-records", type=int, default=0, metavar="N", help="first submit N held jobs (cancelled at the end)"
+    )
     parser.add_argument(
         "--operator-commit", metavar="REV", help="run the operator of this commit (default: the checkout as it is)"
     )

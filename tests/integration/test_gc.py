@@ -21,6 +21,7 @@ from slinky.bridge.models.workload import job_comment_for
 from slinky.clients.errors import KubeNotFound
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.clients.slurm import JobDescMsg, SlurmClient
+from slinky.clients.slurm.watcher import JobWatcher
 from slinky.config import SlurmSettings
 from workers.bridge.gc import GarbageCollector
 
@@ -69,9 +70,12 @@ async def test_a_labelled_pod_without_job_or_lifecycle_is_deleted_and_released(
         await kube.delete(f"/api/v1/namespaces/{ns}")
 
 
+@pytest.mark.parametrize("view", [False, True], ids=["slurm-list", "watcher-view"])
 async def test_a_live_job_whose_pods_and_lifecycle_are_gone_is_cancelled(
-    gc: tuple[GarbageCollector, KubeClient, SlurmClient],
+    gc: tuple[GarbageCollector, KubeClient, SlurmClient], view: bool
 ) -> None:
+    """With Slurm's job list (a follower, a stale view), and with the leader's job watcher's view (the job and its
+    comments as the watcher read them; no GET jobs of the pass's own)."""
     collector, _, slurm = gc
     name = f"gc-{uuid.uuid4().hex[:6]}"
     job_id = await slurm.submit_job(
@@ -85,7 +89,18 @@ async def test_a_live_job_whose_pods_and_lifecycle_are_gone_is_cancelled(
         )
     )
     try:
-        await collector.run_once()
+        if view:
+            watcher = JobWatcher(slurm, state_probe=True)
+            async with watcher.running():
+                await watcher.wait_for(job_id, lambda job: True, timeout=30)
+                collector.job_view = lambda seconds: (
+                    list(watcher.jobs.values()) if watcher.seen_within(seconds) else None
+                )
+                await collector.run_once()
+            assert collector.lists == 0, "the pass read the watcher's view, not Slurm's list"
+        else:
+            await collector.run_once()
+            assert collector.lists == 1
         assert (await slurm.get_job(job_id)).state == "CANCELLED"
     finally:
         await slurm.cancel_job(job_id)

@@ -106,7 +106,13 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
 
     async def lead(settings: Settings, stop: asyncio.Event) -> None:
         """The watchers, and the activities' views of them, while this replica leads."""
-        gc = GarbageCollector(kube, slurm, temporal)
+        router: SlurmJobRouter | None = None
+
+        def job_view(seconds: float) -> list[JobInfo] | None:
+            watcher = router.watcher if router is not None else None
+            return list(watcher.jobs.values()) if watcher is not None and watcher.seen_within(seconds) else None
+
+        gc = GarbageCollector(kube, slurm, temporal, job_view=job_view)
         router = SlurmJobRouter(
             slurm,
             temporal,

@@ -72,3 +72,31 @@ async def test_without_the_listing_every_lifecycle_is_described() -> None:
     gc._running = await gc._running_lifecycles()
     assert await gc._workflow_running("a")
     assert temporal.described == ["a"]
+
+
+class _Slurm:
+    def __init__(self) -> None:
+        self.lists = 0
+
+    async def list_jobs(self) -> Any:
+        self.lists += 1
+        return type("Jobs", (), {"jobs": ["listed"]})()
+
+
+async def test_a_pass_reads_the_watchers_view_while_it_is_fresh_and_lists_slurm_otherwise() -> None:
+    """A full GET jobs at 10,000 pending jobs is 33 MB: the leader's watcher already holds every job."""
+    fresh = {"yes": True}
+    asked: list[float] = []
+
+    def view(seconds: float) -> Any:
+        asked.append(seconds)
+        return ["from-view"] if fresh["yes"] else None
+
+    slurm = _Slurm()
+    gc = GarbageCollector(None, slurm, None, job_view=view)  # type: ignore[arg-type]
+    assert await gc._jobs() == ["from-view"] and slurm.lists == 0
+    fresh["yes"] = False
+    assert await gc._jobs() == ["listed"] and slurm.lists == 1 == gc.lists
+    assert asked == [30.0, 30.0]
+    follower = GarbageCollector(None, slurm, None)  # type: ignore[arg-type]
+    assert await follower._jobs() == ["listed"]
