@@ -41,11 +41,18 @@ def _identity(job: JobInfo) -> Hashable:
 
 
 def is_news(event: WatchEvent) -> bool:
-    """Whether a watcher event changes anything a workflow decides on."""
+    """Whether a watcher event changes anything a workflow decides on.
+
+    A job still pending in the worker's first list after its start is not: its lifecycle knew it pending before
+    (only the reason may have changed, which its safety re-check reads). At 5,000 pending workloads a restarted
+    worker signalled every one of them, and replaying 5,000 lifecycles at once made 20 s of slow workflow tasks.
+    A job that started, ended or vanished meanwhile is still told."""
     job = event.job
     if event.type is JobEventType.VANISHED:
         return not job.is_finished  # a finished job purged after MinJobAge was reported already
     if event.type is JobEventType.ADDED:
+        if event.initial and job.is_pending:
+            return False
         return not (job.is_pending and job.state_reason in wellknown.QUIET_PENDING_REASONS)
     previous = event.previous
     if previous is None:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import enum
 import logging
 import time
@@ -97,6 +98,9 @@ class JobEvent:
     announced: JobInfo | None = None
     controller_restart: bool = False
     """Seen by the first full list after a detected slurmctld restart (a VANISHED job was lost by it)."""
+    initial: bool = False
+    """From the watcher's first list, when it knew no job yet (this process just started): an ADDED job may be
+    old news to whoever owns it."""
 
 
 FULL_POLL_SPACING = 10.0
@@ -458,6 +462,8 @@ class JobWatcher:
             self.answered_since = asked
             return []
         events = self._diff(page.jobs, now)
+        if not self._synced_once:
+            events = [dataclasses.replace(event, initial=True) for event in events]
         if self._restart_seen:
             self._restart_seen = False
             events = self._after_restart(events, page.jobs, asked, now)

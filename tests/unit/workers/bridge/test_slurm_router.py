@@ -153,3 +153,36 @@ async def test_a_controller_restart_asks_the_garbage_collector_for_a_pass() -> N
     await fake.submit_job(_job())
     await _poll(router)
     assert asked == [1], "once per restart"
+
+
+async def test_a_restarted_worker_tells_no_lifecycle_its_job_is_still_pending() -> None:
+    """The first list after a start: a running job is told (its lifecycle may wait for it), a pending one is not
+    (5,000 such signals made a restarted worker replay 5,000 lifecycles at once); its start is told later."""
+    fake = fake_cluster(nodes=2)
+    running = await fake.submit_job(
+        JobDescMsg(name="r", partition="p", flags=["EXTERNAL_JOB"], comment=job_comment_for("wf-running"),
+                   minimum_nodes=2)
+    )  # fmt: skip
+    fake.tick()
+    pending = await fake.submit_job(
+        JobDescMsg(name="q", partition="p", flags=["EXTERNAL_JOB"], comment=job_comment_for("wf-pending"))
+    )
+    fake.tick()
+    assert (await fake.get_job(pending)).state_reason == "Resources"
+    temporal = _Temporal()
+    router = SlurmJobRouter(fake, temporal)  # type: ignore[arg-type]
+    await _poll(router)
+    assert [(w, e.state) for w, _, e in temporal.sent] == [("wf-running", "RUNNING")]
+    assert router.live_job_of("wf-pending") is not None, "the index knows it all the same"
+    await fake.cancel_job(running)
+    fake.tick()
+    await _poll(router)
+    assert ("wf-pending", "RUNNING") in [(w, e.state) for w, _, e in temporal.sent]
+    # A job that arrives pending later (not in the first list) is still news when its reason says something.
+    await fake.submit_job(
+        JobDescMsg(name="q2", partition="p", flags=["EXTERNAL_JOB"], comment=job_comment_for("wf-later"),
+                   minimum_nodes=2)
+    )  # fmt: skip
+    fake.tick()
+    await _poll(router)
+    assert ("wf-later", "PENDING") in [(w, e.state) for w, _, e in temporal.sent]
