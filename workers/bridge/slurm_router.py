@@ -81,6 +81,8 @@ class SlurmJobRouter:
             slurm,
             interval_seconds=interval_seconds,
             identity=_identity,
+            # Only the bridge's own pending jobs need their reasons every 2 s (the pods' conditions show them).
+            reasons_wanted=lambda job: workflow_id_from_job_comment(job.comment) is not None,
             state_probe=True,
             fast_interval_seconds=fast_interval_seconds,
             fast_window_seconds=fast_window_seconds,

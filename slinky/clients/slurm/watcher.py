@@ -216,6 +216,7 @@ class JobWatcher:
         interval_seconds: float = 0.25,
         max_backoff_seconds: float = 5.0,
         identity: Callable[[JobInfo], Hashable] = default_identity,
+        reasons_wanted: Callable[[JobInfo], bool] | None = None,
         state_probe: bool = False,
         full_poll_seconds: float = 2.0,
         idle_full_poll_seconds: float = 30.0,
@@ -236,6 +237,10 @@ class JobWatcher:
         self.interval_seconds = interval_seconds
         self.max_backoff_seconds = max_backoff_seconds
         self._identity = identity
+        self._reasons_wanted = reasons_wanted
+        """State-probe mode: the pending jobs whose reasons make the full list come every ``full_poll_seconds``
+        (None: every pending job). Others' reasons wait for the idle full list: on a shared cluster, thousands
+        of users' pending jobs then do not make the watcher read the whole list every few seconds."""
         self.state_probe = state_probe
         self.full_poll_seconds = full_poll_seconds
         self.idle_full_poll_seconds = idle_full_poll_seconds
@@ -590,7 +595,10 @@ class JobWatcher:
         floor = FULL_POLL_SPACING * self._last_full_seconds
         if since >= max(self.idle_full_poll_seconds, floor):
             return True
-        return since >= max(self.full_poll_seconds, floor) and any(job.is_pending for job in self._jobs.values())
+        wanted = self._reasons_wanted
+        return since >= max(self.full_poll_seconds, floor) and any(
+            job.is_pending and (wanted is None or wanted(job)) for job in self._jobs.values()
+        )
 
     async def _probe_once(self) -> list[JobEvent]:
         """State-probe mode: ``GET jobs/state`` (cheap), then read only the jobs whose details matter now.

@@ -250,6 +250,34 @@ async def test_state_probe_reads_unannounced_jobs_and_refreshes_details_by_full_
     assert fake.calls == ["list_jobs"], "idle: still a full list every 30 s, to catch any drift"
 
 
+async def test_only_wanted_pending_jobs_bring_the_full_list_every_few_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a shared cluster thousands of users' jobs wait: their reasons are nobody's business here, so they do not
+    make the watcher read the whole list every ``full_poll_seconds`` (at 10,000 jobs: 33 MB); a wanted one does."""
+    clock = [1000.0]
+    monkeypatch.setattr("slinky.clients.slurm.watcher.time.monotonic", lambda: clock[0])
+    fake = fake_cluster(nodes=1)
+    watcher = JobWatcher(
+        fake, state_probe=True, full_poll_seconds=2.0, idle_full_poll_seconds=30.0,
+        reasons_wanted=lambda job: job.name == "ours",
+    )  # fmt: skip
+    await watcher.poll_once()
+    await fake.submit_job(_job("busy"))
+    fake.tick()
+    await fake.submit_job(_job("theirs"))  # the only node is taken: stays pending
+    await watcher.poll_once()
+    clock[0] += 2.5
+    fake.calls.clear()
+    await watcher.poll_once()
+    assert fake.calls == ["job_states"], "another's pending job: no full list"
+    ours = await fake.submit_job(_job("ours"))
+    await watcher.poll_once()
+    assert watcher.jobs[ours].is_pending
+    clock[0] += 2.5
+    fake.calls.clear()
+    await watcher.poll_once()
+    assert fake.calls == ["list_jobs"], "ours pending: the full list every 2 s, for its reason"
+
+
 async def test_fast_interval_while_an_announced_job_is_young_and_pending(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pod waits while its job is pending: poll fast for a few seconds after the submit, then slow down,
     and at once when the job starts (or nothing was announced)."""
