@@ -195,12 +195,16 @@ class KubeError(SlinkyError):
     Attributes:
         status_code: HTTP status, or None when no response came back.
         reason: The Status ``reason`` (e.g. "NotFound", "Conflict"), or "".
+        causes: The ``reason`` of each of the Status' ``details.causes`` (e.g. "NamespaceTerminating").
     """
 
-    def __init__(self, message: str, *, status_code: int | None = None, reason: str = "") -> None:
+    def __init__(
+        self, message: str, *, status_code: int | None = None, reason: str = "", causes: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.reason = reason
+        self.causes = causes
 
 
 class KubeUnavailable(KubeError):

@@ -96,8 +96,12 @@ class EventRecorder:
                     await asyncio.sleep(1.0 if err.retry_after is None else err.retry_after)
                     continue
                 logger.warning("event %s on %s not recorded: %s", event.get("reason"), _target(event), err)
-            except KubeError as err:  # namespace being deleted, object gone: nothing to tell anyone
-                logger.warning("event %s on %s not recorded: %s", event.get("reason"), _target(event), err)
+            except KubeError as err:
+                # A namespace being deleted: nothing left to tell anyone there (a deleted namespace of thousands
+                # of pods made as many warnings). Anything else is worth a warning.
+                terminating = "NamespaceTerminating" in err.causes
+                log = logger.debug if terminating else logger.warning
+                log("event %s on %s not recorded: %s", event.get("reason"), _target(event), err)
                 return
 
     async def _consume(self) -> None:

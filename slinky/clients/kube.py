@@ -126,11 +126,13 @@ def raise_for_status(resp: httpx.Response, method: str, path: str) -> None:
     code = resp.status_code
     if code < 400:
         return
-    reason, message = "", ""
+    reason, message, causes = "", "", ()
     try:
         status = resp.json()
         if isinstance(status, dict) and status.get("kind") == "Status":
             reason, message = str(status.get("reason", "")), str(status.get("message", ""))[:300]
+            found = (status.get("details") or {}).get("causes") or []
+            causes = tuple(str(c.get("reason", "")) for c in found if isinstance(c, dict))
     except ValueError:
         pass
     text = f"{method} {path}: HTTP {code} {reason}: {message}".rstrip(": ")
@@ -145,7 +147,7 @@ def raise_for_status(resp: httpx.Response, method: str, path: str) -> None:
         raise KubeUnavailable(text, status_code=code, reason=reason, retry_after=_retry_after(resp))
     else:
         cls = KubeRejected
-    raise cls(text, status_code=code, reason=reason)
+    raise cls(text, status_code=code, reason=reason, causes=causes)
 
 
 def _retry_after(resp: httpx.Response) -> float | None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import httpx
+import pytest
 
 from slinky import telemetry
 from slinky.clients.events import EventRecorder, pod_event
@@ -66,6 +68,36 @@ async def test_unavailable_is_retried_once_and_a_refusal_is_not() -> None:
         await recorder.flush()
     assert calls == ["flaky", "flaky", "closing"]
     assert recorder.posted == 1
+    await kube.aclose()
+
+
+TERMINATING = {  # kube-apiserver v1.20's answer, recorded
+    "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+    "message": 'events "e1" is forbidden: unable to create new content in namespace evtest because it is being '
+    "terminated",
+    "details": {"name": "e1", "kind": "events", "causes": [
+        {"reason": "NamespaceTerminating", "message": "namespace evtest is being terminated",
+         "field": "metadata.namespace"}]},
+}  # fmt: skip
+
+
+async def test_a_deleted_namespace_is_not_worth_a_warning_but_a_refusal_is(caplog: pytest.LogCaptureFixture) -> None:
+    """Deleting a namespace of 2,000 pods made 306 warnings (their cleanup Events); RBAC refusing is a real one."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        name = json.loads(request.content)["involvedObject"]["name"]
+        if name == "closing":
+            return httpx.Response(403, json=TERMINATING)
+        return httpx.Response(403, json={"kind": "Status", "reason": "Forbidden", "code": 403, "message": "RBAC"})
+
+    kube = _client(httpx.MockTransport(handler))
+    with caplog.at_level(logging.DEBUG, logger="slinky.clients.events"):
+        async with EventRecorder(kube, consumers=1) as recorder:
+            recorder.record(_event("closing"))
+            recorder.record(_event("refused"))
+            await recorder.flush()
+    levels = {r.getMessage().split(" on ")[1].split(" ")[0]: r.levelname for r in caplog.records}
+    assert levels == {"ns/closing": "DEBUG", "ns/refused": "WARNING"}
     await kube.aclose()
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Hashable
 
 from temporalio.client import Client
@@ -28,6 +29,8 @@ from workers.bridge.signals import signal_lifecycle
 
 logger = logging.getLogger(__name__)
 SIGNAL_CONCURRENCY = 32
+RELOOK_SECONDS = 5.0
+"""How long a signal that found its lifecycle ended waits for the next poll before it calls the job live."""
 CAUSE_RESTART = "controller restart"
 
 
@@ -161,7 +164,13 @@ class SlurmJobRouter:
             self.signals_sent += 1
         elif event.state in ("PENDING", "RUNNING") and self.request_gc is not None:
             # A live job whose lifecycle has ended: brought back by a restarted slurmctld after its owner
-            # cancelled it. The garbage collector's rules decide (cancel once its pods stopped).
+            # cancelled it. The garbage collector's rules decide (cancel once its pods stopped). Most often the
+            # lifecycle cancelled it after the poll that reported it live (deleting a namespace of 2,000 pods:
+            # 10 such signals), so look again after the next poll first.
+            await self.watcher.caught_up(time.monotonic(), RELOOK_SECONDS)
+            now = self.watcher.job(event.job_id)
+            if now is None or now.is_finished or workflow_id_from_job_comment(now.comment) != workflow_id:
+                return
             logger.warning("Slurm job %s is live but its lifecycle %s has ended", event.job_id, workflow_id)
             self.request_gc()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from slinky.bridge.models.workload import job_comment_for
@@ -114,6 +115,20 @@ async def test_the_index_forgets_a_vanished_submission_but_not_the_next_one_with
     assert [(e.state, e.submission) for _, _, e in temporal.sent] == [("VANISHED", 1)]
 
 
+async def _poll_settled(router: SlurmJobRouter, between: Any = None) -> None:
+    """Poll, then keep polling (as the watcher's loop does) until every signal it caused is done; ``between``
+    runs once after the first poll (what happens in Slurm meanwhile)."""
+    await router.watcher.poll_once()
+    if between is not None:
+        await between()
+    for _ in range(500):
+        if not router._tasks:
+            return
+        await asyncio.sleep(0.01)
+        await router.watcher.poll_once()
+    raise AssertionError("signals did not settle")
+
+
 async def test_a_live_job_whose_lifecycle_has_ended_wakes_the_garbage_collector() -> None:
     """slurmctld saves cancels late: after a crash a job its owner cancelled comes back RUNNING, and the signal
     finds no lifecycle. The garbage collector is asked for a pass now instead of in a minute."""
@@ -129,15 +144,24 @@ async def test_a_live_job_whose_lifecycle_has_ended_wakes_the_garbage_collector(
 
     fake, woken = fake_cluster(), []
     router = SlurmJobRouter(fake, _Closed(), request_gc=lambda: woken.append(1))  # type: ignore[arg-type]
-    await _poll(router)
+    await _poll_settled(router)
     job_id = await fake.submit_job(_job())
     fake.tick()
-    await _poll(router)
-    assert woken, "a RUNNING job nobody can be told of"
+    await _poll_settled(router)
+    assert woken, "a RUNNING job nobody can be told of (still live at the next poll)"
     woken.clear()
     await fake.cancel_job(job_id)
-    await _poll(router)
+    await _poll_settled(router)
     assert not woken, "a finished job needs nothing"
+    # Seen RUNNING by a poll, cancelled by its lifecycle just after it, which then ended: no alarm.
+    second = await fake.submit_job(_job())
+    fake.tick()
+
+    async def cancelled_meanwhile() -> None:
+        await fake.cancel_job(second)
+
+    await _poll_settled(router, cancelled_meanwhile)
+    assert not woken, "the next poll shows it cancelled"
 
 
 async def test_a_controller_restart_asks_the_garbage_collector_for_a_pass() -> None:
