@@ -126,7 +126,8 @@ def raise_for_status(resp: httpx.Response, method: str, path: str) -> None:
     code = resp.status_code
     if code < 400:
         return
-    reason, message, causes = "", "", ()
+    reason, message = "", ""
+    causes: tuple[str, ...] = ()
     try:
         status = resp.json()
         if isinstance(status, dict) and status.get("kind") == "Status":
