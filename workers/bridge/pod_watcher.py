@@ -45,6 +45,11 @@ from workers.bridge.signals import TRANSIENT, retry_delay, signal_lifecycle
 logger = logging.getLogger(__name__)
 START_CONCURRENCY = 32
 START_ATTEMPTS = 5
+RECHECKS_PER_SECOND = 10.0
+"""The budget of the lifecycles' safety re-checks, all together: with more pods than ``safety_recheck_seconds``
+times this, a new lifecycle re-checks less often. Each re-check is a workflow task; at 10,000 open workloads every
+300 s they were 33 a second, enough to keep the worker and Temporal busy and push other workflow tasks minutes
+late (docs/benchmarks.md). Only a lost signal waits for a re-check (signals are retried for minutes)."""
 """Tries of a lifecycle start whose failure is not transient (see signals.TRANSIENT: those go on while pending)."""
 
 
@@ -131,6 +136,11 @@ class PodWatcher:
         self.signals_sent = 0
         self.pending: dict[str, Obj] = {}
         """Unbound live pods as last seen: translation reads them here (activities.kube.PodCache)."""
+
+    def recheck_seconds(self) -> float:
+        """The safety re-check interval of a lifecycle started now: ``safety_recheck_seconds``, or longer when the
+        pods this watcher follows would make more than ``RECHECKS_PER_SECOND`` re-checks a second."""
+        return max(self.safety_recheck_seconds, len(self.seen) / RECHECKS_PER_SECOND)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -305,7 +315,7 @@ class PodWatcher:
             kind=kind,
             workload_name=name,
             defaults=self.defaults,
-            safety_recheck_seconds=self.safety_recheck_seconds,
+            safety_recheck_seconds=self.recheck_seconds(),
         )
         # A gang member joins with signal-with-start; a single pod starts eagerly on this worker (unless the
         # replicas share the lifecycles: then the task queue hands it to whichever polls first).

@@ -374,3 +374,18 @@ async def test_a_signal_backs_off_longer_while_temporal_rate_limits(
     assert ok is delivered and temporal.calls == calls
     if status == RPCStatusCode.RESOURCE_EXHAUSTED:
         assert min(asked) >= 0.75
+
+
+async def test_the_safety_recheck_interval_grows_with_the_pods_followed() -> None:
+    """Up to 3,000 pods every lifecycle re-checks every 300 s; at 10,000 a new one every 1,000 s (10 a second in
+    all, instead of 33)."""
+    temporal = _Starts()
+    watcher = _watcher(_kube([]), temporal)
+    watcher.observe("ADDED", make_pod("first", uid="u-first", cpu="1"))
+    await _settle(watcher)
+    for i in range(9_999):
+        watcher.seen[f"other-{i}"] = watcher.seen["u-first"]
+    watcher.observe("ADDED", make_pod("late", uid="u-late", cpu="1"))
+    await _settle(watcher)
+    by_pod = {i.pod.name: i.safety_recheck_seconds for i in temporal.inputs}
+    assert by_pod == {"first": 300.0, "late": 1000.1}
