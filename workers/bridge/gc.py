@@ -154,6 +154,17 @@ class GarbageCollector:
         ref = live_by_workflow.get(workflow_id)
         stopped = pods.is_gone(pod) or pods.is_deleting(pod)
         if ref is not None and not stopped:
+            # The listing is as old as the pass (minutes at thousands of pods): its lifecycle may have ended
+            # since because the pod went. Look again before calling it a pod that runs without one.
+            try:
+                pod = await self.kube.get(path)
+            except KubeNotFound:
+                return
+            if pod["metadata"]["uid"] != meta["uid"]:
+                return
+            meta = pod["metadata"]
+            stopped = pods.is_gone(pod) or pods.is_deleting(pod)
+        if ref is not None and not stopped:
             logger.warning(
                 "pod %s/%s runs with Slurm job %s but no lifecycle; leaving both",
                 meta["namespace"],

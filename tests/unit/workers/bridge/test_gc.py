@@ -100,3 +100,49 @@ async def test_a_pass_reads_the_watchers_view_while_it_is_fresh_and_lists_slurm_
     assert asked == [30.0, 30.0]
     follower = GarbageCollector(None, slurm, None)  # type: ignore[arg-type]
     assert await follower._jobs() == ["listed"]
+
+
+async def test_a_pod_listed_before_its_lifecycle_ended_is_looked_at_again(caplog: Any) -> None:
+    """A pass at thousands of pods takes minutes: a pod listed running whose lifecycle has ended since (the pod was
+    deleted, its job cancelled) is read again instead of being reported as running without a lifecycle."""
+    import httpx
+
+    from slinky import wellknown
+    from slinky.bridge.models.workload import JobRef
+    from slinky.clients.kube import KubeClient, KubeConfig
+
+    listed = {
+        "metadata": {
+            "name": "w1", "namespace": "ns", "uid": "u1",
+            "labels": {wellknown.LABEL_SLURM_JOB_ID: "7"},
+            "annotations": {wellknown.ANNOTATION_WORKFLOW_ID: "wf"},
+        },
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running"},
+    }  # fmt: skip
+    now = {**listed, "metadata": {**listed["metadata"], "deletionTimestamp": "2026-11-26T00:00:00Z"}}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.method == "GET" and request.url.path == "/api/v1/namespaces/ns/pods/w1"
+        return httpx.Response(200, json=now)
+
+    kube = KubeClient(KubeConfig(server="https://kube.test", ssl_context=False), transport=httpx.MockTransport(handler))
+
+    class _Finished:
+        cancelled: list[int] = []
+
+        async def get_job(self, job_id: int) -> Any:
+            from slinky.bridge.models.workload import job_comment_for
+            from slinky.clients.slurm import JobInfo
+
+            return JobInfo(job_id=job_id, job_state=["CANCELLED"], comment=job_comment_for("wf"))
+
+        async def cancel_job(self, job_id: int) -> None:
+            self.cancelled.append(job_id)
+
+    slurm = _Finished()
+    gc = GarbageCollector(kube, slurm, _Temporal(listed=set(), running=set()))  # type: ignore[arg-type]
+    await gc._collect_pod(listed, {"wf": JobRef(job_id=7, workflow_id="wf", submission=1)})
+    assert "no lifecycle" not in caplog.text
+    assert slurm.cancelled == [], "its lifecycle had cancelled it"
+    await kube.aclose()
