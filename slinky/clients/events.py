@@ -19,7 +19,7 @@ import logging
 from typing import Any, Final
 
 from slinky import telemetry
-from slinky.clients.errors import KubeError, KubeUnavailable
+from slinky.clients.errors import KubeError, KubeNotFound, KubeUnavailable
 from slinky.clients.kube import KubeClient, Obj, rfc3339
 
 logger = logging.getLogger(__name__)
@@ -97,9 +97,9 @@ class EventRecorder:
                     continue
                 logger.warning("event %s on %s not recorded: %s", event.get("reason"), _target(event), err)
             except KubeError as err:
-                # A namespace being deleted: nothing left to tell anyone there (a deleted namespace of thousands
-                # of pods made as many warnings). Anything else is worth a warning.
-                terminating = "NamespaceTerminating" in err.causes
+                # A namespace being deleted, or gone: nothing left to tell anyone there (a deleted namespace of
+                # thousands of pods made as many warnings). Anything else is worth a warning.
+                terminating = "NamespaceTerminating" in err.causes or isinstance(err, KubeNotFound)
                 log = logger.debug if terminating else logger.warning
                 log("event %s on %s not recorded: %s", event.get("reason"), _target(event), err)
                 return

@@ -88,16 +88,19 @@ async def test_a_deleted_namespace_is_not_worth_a_warning_but_a_refusal_is(caplo
         name = json.loads(request.content)["involvedObject"]["name"]
         if name == "closing":
             return httpx.Response(403, json=TERMINATING)
+        if name == "gone":
+            return httpx.Response(404, json={"kind": "Status", "reason": "NotFound", "code": 404})
         return httpx.Response(403, json={"kind": "Status", "reason": "Forbidden", "code": 403, "message": "RBAC"})
 
     kube = _client(httpx.MockTransport(handler))
     with caplog.at_level(logging.DEBUG, logger="slinky.clients.events"):
         async with EventRecorder(kube, consumers=1) as recorder:
             recorder.record(_event("closing"))
+            recorder.record(_event("gone"))
             recorder.record(_event("refused"))
             await recorder.flush()
     levels = {r.getMessage().split(" on ")[1].split(" ")[0]: r.levelname for r in caplog.records}
-    assert levels == {"ns/closing": "DEBUG", "ns/refused": "WARNING"}
+    assert levels == {"ns/closing": "DEBUG", "ns/gone": "DEBUG", "ns/refused": "WARNING"}
     await kube.aclose()
 
 
