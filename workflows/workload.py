@@ -666,13 +666,7 @@ class WorkloadWorkflow:
             await self._group_phase(GROUP_RUNNING)
             return
         res = await self._call("bind_pods", BindPodsInput(bindings=bindings, job_id=self.job_id), BindPodsResult)
-        self._mark_gone(res.gone)
-        for uid, node in res.nodes.items():
-            self.members[uid].node = node
-        self.allocation = tuple(self.job.nodes)
-        nodes = sorted(set(res.nodes.values()))
-        self.message = f"bound to {', '.join(nodes)} by Slurm job {self.job_id}"
-        self._set_phase(Phase.RUNNING)
+        self._bound(res)
         bound = [m for m in members if m.node]
         if self.allocated_at_submit and bound:
             # Bound before labelled: the finalizer follows the binding by one call. A pod deleted in between is
@@ -711,7 +705,11 @@ class WorkloadWorkflow:
             submitted=submitted if self.allocated_at_submit else None,
             scheduled_reason=REASON_BOUND,
         )
-        res = await self._call("place_pods", placed, BindPodsResult)
+        self._bound(await self._call("place_pods", placed, BindPodsResult))
+
+    def _bound(self, res: BindPodsResult) -> None:
+        """Take in what the binding step found: each member's node (or that it was gone), and the allocation."""
+        assert self.job is not None
         self._mark_gone(res.gone)
         for uid, node in res.nodes.items():
             self.members[uid].node = node
