@@ -83,6 +83,50 @@ class PodCache(Protocol):
     def pending_pod(self, uid: str) -> Mapping[str, Any] | None: ...
 
 
+class Verbs(Protocol):
+    """The verbs ``place`` and ``release`` run in sequence: ``KubeActivities``' own, or the workflow tests' fakes
+    (so the fakes' sequences are the real ones)."""
+
+    async def bind_pods(self, data: BindPodsInput) -> BindPodsResult: ...
+
+    async def label_pods(self, data: LabelPodsInput) -> PodsResult: ...
+
+    async def remove_finalizers(self, data: PodsInput) -> None: ...
+
+    def queue_event(self, data: EventInput) -> None:
+        """Queue an Event on every member; never fails, never waits."""
+        ...
+
+
+async def place(verbs: Verbs, data: PlacePodsInput) -> BindPodsResult:
+    """Bind, then (``label``) label the members bound, then queue their Events: once both writes succeeded, on the
+    members they reached. A retry repeats the whole (each verb is idempotent)."""
+    out = await verbs.bind_pods(BindPodsInput(bindings=data.bindings, job_id=data.job_id))
+    bound = [b.pod for b in data.bindings if b.pod.uid in out.nodes]
+    if data.label and bound:
+        labelled = await verbs.label_pods(LabelPodsInput(pods=bound, job_id=data.job_id, workflow_id=data.workflow_id))
+        out = out.model_copy(update={"gone": [*out.gone, *labelled.gone]})
+        bound = [ref for ref in bound if ref.uid not in labelled.gone]
+    if not bound:
+        return out
+    if data.label and data.submitted is not None:
+        verbs.queue_event(data.submitted.model_copy(update={"pods": bound}))
+    if data.scheduled_reason:
+        messages = {
+            ref.uid: f"Successfully assigned {ref.key} to {out.nodes[ref.uid]} (Slurm job {data.job_id})"
+            for ref in bound
+        }
+        verbs.queue_event(EventInput(pods=bound, reason=data.scheduled_reason, message="", messages=messages))
+    return out
+
+
+async def release(verbs: Verbs, data: ReleasePodsInput) -> None:
+    """The finalizers off every member, then the Event (if any)."""
+    await verbs.remove_finalizers(PodsInput(pods=data.pods))
+    if data.event is not None:
+        verbs.queue_event(data.event)
+
+
 def _retryable(err: KubeUnavailable) -> ApplicationError:
     return ApplicationError(
         str(err),
@@ -312,30 +356,13 @@ class KubeActivities:
 
     @activity.defn(name="place_pods")
     async def place_pods(self, data: PlacePodsInput) -> BindPodsResult:
-        """``bind_pods``, then with ``label`` ``label_pods`` on the members bound, then their Events. A retry
-        repeats the whole (each verb is idempotent); the Events are queued once, after both succeeded."""
-        out = await self.bind_pods(BindPodsInput(bindings=data.bindings, job_id=data.job_id))
-        bound = [b.pod for b in data.bindings if b.pod.uid in out.nodes]
-        if data.label and bound:
-            labelled = await self.label_pods(
-                LabelPodsInput(pods=bound, job_id=data.job_id, workflow_id=data.workflow_id)
-            )
-            out = out.model_copy(update={"gone": [*out.gone, *labelled.gone]})
-            bound = [ref for ref in bound if ref.uid not in labelled.gone]
-        if data.label and data.submitted is not None and bound:
-            await self.record_event(data.submitted.model_copy(update={"pods": bound}))
-        if data.scheduled_reason:
-            for ref in bound:
-                message = f"Successfully assigned {ref.key} to {out.nodes[ref.uid]} (Slurm job {data.job_id})"
-                self.events.record(pod_event(ref.namespace, ref.name, ref.uid, data.scheduled_reason, message))
-        return out
+        """``bind_pods``, ``label_pods`` and their Events in one call (``place``)."""
+        return await place(self, data)
 
     @activity.defn(name="release_pods")
     async def release_pods(self, data: ReleasePodsInput) -> None:
-        """``remove_finalizers`` on every member, then the Event (if any): the cleanup's last step."""
-        await self.remove_finalizers(PodsInput(pods=data.pods))
-        if data.event is not None:
-            await self.record_event(data.event)
+        """``remove_finalizers`` and the Event in one call (``release``): the cleanup's last step."""
+        await release(self, data)
 
     @activity.defn(name="set_pod_condition")
     async def set_pod_condition(self, data: PodConditionInput) -> None:
@@ -365,6 +392,9 @@ class KubeActivities:
     async def record_event(self, data: EventInput) -> None:
         """A core/v1 Event on every member, queued to the worker's background recorder: an Event is never
         worth holding, let alone failing, a lifecycle step."""
+        self.queue_event(data)
+
+    def queue_event(self, data: EventInput) -> None:
         for ref in data.pods:
             message = data.messages.get(ref.uid, data.message)
             self.events.record(pod_event(ref.namespace, ref.name, ref.uid, data.reason, message, data.type))

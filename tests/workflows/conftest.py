@@ -27,6 +27,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.kube import place, release
 from slinky.bridge.grouping import KIND_PODGROUP, GroupRef
 from slinky.bridge.models.jobspec import SlurmJobSpec, TranslateDefaults
 from slinky.bridge.models.workload import (
@@ -166,34 +167,19 @@ class FakeActivities:
 
     @activity.defn(name="place_pods")
     async def place_pods(self, data: PlacePodsInput) -> BindPodsResult:
-        """As the real one: the fakes of its verbs in order (recorded under their names), the Events queued (the
-        event gate never holds them, as the worker's recorder does not)."""
+        """The real sequence over these fakes: its verbs recorded under their names."""
         self._record("place_pods", data)
-        out = await self.bind_pods(BindPodsInput(bindings=data.bindings, job_id=data.job_id))
-        bound = [b.pod for b in data.bindings if b.pod.uid in out.nodes]
-        if data.label and bound:
-            labelled = await self.label_pods(
-                LabelPodsInput(pods=bound, job_id=data.job_id, workflow_id=data.workflow_id)
-            )
-            out = out.model_copy(update={"gone": [*out.gone, *labelled.gone]})
-            bound = [p for p in bound if p.uid not in labelled.gone]
-        if data.label and data.submitted is not None and bound:
-            self.calls.append(Call("record_event", data.submitted.model_copy(update={"pods": bound})))
-        if data.scheduled_reason and bound:
-            messages = {
-                p.uid: f"Successfully assigned {p.key} to {out.nodes[p.uid]} (Slurm job {data.job_id})" for p in bound
-            }
-            # Queued, never failing the step (the record_event fake's scripted failure is not raised here).
-            scheduled = EventInput(pods=bound, reason=data.scheduled_reason, message="", messages=messages)
-            self.calls.append(Call("record_event", scheduled))
-        return out
+        return await place(self, data)
 
     @activity.defn(name="release_pods")
     async def release_pods(self, data: ReleasePodsInput) -> None:
         self._record("release_pods", data)
-        await self.remove_finalizers(PodsInput(pods=data.pods))
-        if data.event is not None:
-            self.calls.append(Call("record_event", data.event))
+        await release(self, data)
+
+    def queue_event(self, data: EventInput) -> None:
+        """Events queued inside a sequence: recorded as ``record_event``, never held by the event gate nor failed
+        by a scripted failure (the worker's recorder neither waits nor fails)."""
+        self.calls.append(Call("record_event", data))
 
     @activity.defn(name="set_pod_condition")
     async def set_pod_condition(self, data: PodConditionInput) -> None:
