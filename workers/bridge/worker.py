@@ -106,13 +106,7 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
 
     async def lead(settings: Settings, stop: asyncio.Event) -> None:
         """The watchers, and the activities' views of them, while this replica leads."""
-        router: SlurmJobRouter | None = None
-
-        def job_view(seconds: float) -> list[JobInfo] | None:
-            watcher = router.watcher if router is not None else None
-            return list(watcher.jobs.values()) if watcher is not None and watcher.seen_within(seconds) else None
-
-        gc = GarbageCollector(kube, slurm, temporal, job_view=job_view)
+        gc = GarbageCollector(kube, slurm, temporal)
         router = SlurmJobRouter(
             slurm,
             temporal,
@@ -138,6 +132,7 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
                     lambda: (router.watcher.polls, router.watcher.errors, router.watcher.controller_restarts)
                 )
             )
+        gc.job_view = router.jobs_seen_within
         kube_acts.pods = pods
         slurm_acts.index = router
         slurm_acts.capacity = FreeNodes(router.watcher, nodes) if settings.slurm.immediate_allocation else None

@@ -210,3 +210,14 @@ async def test_a_restarted_worker_tells_no_lifecycle_its_job_is_still_pending() 
     fake.tick()
     await _poll(router)
     assert ("wf-later", "PENDING") in [(w, e.state) for w, _, e in temporal.sent]
+
+
+async def test_the_garbage_collectors_view_is_the_watchers_while_fresh() -> None:
+    fake = fake_cluster()
+    router = SlurmJobRouter(fake, _Temporal())  # type: ignore[arg-type]
+    assert router.jobs_seen_within(30) is None, "no poll answered yet"
+    job_id = await fake.submit_job(_job())
+    await _poll(router)
+    view = router.jobs_seen_within(30)
+    assert view is not None and [j.job_id for j in view] == [job_id] and view[0].comment == job_comment_for(WID)
+    assert router.jobs_seen_within(0) is None, "older than asked: Slurm's own list instead"
