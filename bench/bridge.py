@@ -5,7 +5,10 @@ matching Slurm external nodes), then runs three systems on the same apiserver an
 
 * **raw Slurm**: EXTERNAL_JOB submits through slurmrestd, submit → RUNNING seen by a tight poll;
 * **kube-scheduler v1.20.2** (built by ``dev up``) with its own scheduler name: create → bound;
-* **the bridge**: pods naming ``slurm-bridge-scheduler``: create → bound.
+* **the bridge**: pods naming ``slurm-bridge-scheduler``: create → bound;
+* **Temporal's floor** (``bench/temporal_floor.py``): workflows with an allocated pod's history and activities that
+  do nothing, on the same Temporal server with the bridge worker's options: start → "bound". No lifecycle per
+  workload can be faster on this stack; the bridge's burst is measured against it too.
 
 Each system runs as a burst (throughput: pods bound per second) and paced at ``--rate`` pods/s (latency: p50,
 p99); the paced runs of raw Slurm and the bridge alternate for ``--rounds`` rounds, and their samples are
@@ -39,10 +42,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from temporalio.client import Client
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench import temporal_floor
 from bench.common import CpuMeter, Progress, slurm_rest
 from slinky import wellknown
 from slinky.clients.errors import KubeNotFound
@@ -50,6 +55,7 @@ from slinky.clients.kube import KubeClient, pod_path
 from slinky.dev import stack
 
 KS_NAME = "bench-kube-scheduler"
+SYSTEMS = {"raw", "kube-scheduler", "temporal", "bridge"}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -294,6 +300,7 @@ class Bench:
                 await asyncio.gather(*tasks)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(all_bound.wait(), timeout=180)
+            to_bound = meter.stop() if meter is not None else {}
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await watcher
@@ -305,7 +312,23 @@ class Bench:
                 used = meter.stop()
                 result["cpu_ms_per_pod"] = {k: round(v * 1000 / count, 1) for k, v in used.items() if v > 0}
                 result["cpu_ms_per_pod"]["all"] = round(sum(used.values()) * 1000 / count, 1)
+                # The part spent until every pod was bound: what the burst rate is made of on a busy machine.
+                result["cpu_ms_per_pod_to_bound"] = {
+                    k: round(v * 1000 / count, 1) for k, v in to_bound.items() if v * 1000 / count >= 0.5
+                }
+                result["cpu_ms_per_pod_to_bound"]["all"] = round(sum(to_bound.values()) * 1000 / count, 1)
             return result
+
+    async def temporal_floor(self, count: int, bursts: int) -> list[dict[str, Any]]:
+        """Temporal's floor (``bench/temporal_floor.py``): ``bursts`` bursts of ``count`` lifecycles that do nothing."""
+        client = await Client.connect(self.env["TEMPORAL_ADDRESS"], namespace=self.env["TEMPORAL_NAMESPACE"])
+        runs = []
+        for i in range(bursts):
+            self.progress.phase(f"Temporal's floor: burst {i + 1}/{bursts} of {count} lifecycles")
+            run = await temporal_floor.burst(client, count, self.cpu_meter())
+            run.pop("workflow_ids")
+            runs.append(run)
+        return runs
 
     async def delete_pods(self, ns: str, names: list[str]) -> None:
         """Delete the pods and wait until they are gone (the bridge's cleanup included: its finalizer)."""
@@ -460,32 +483,55 @@ def median_burst(bursts: list[dict[str, Any]]) -> dict[str, Any]:
     out = dict(ordered[(len(ordered) - 1) // 2])
     if len(bursts) > 1:
         out["per_second_each"] = [b["per_second"] for b in bursts]
-        names = {k for b in bursts for k in b.get("cpu_ms_per_pod", {})}
-        out["cpu_ms_per_pod"] = {
-            k: round(statistics.median(b["cpu_ms_per_pod"].get(k, 0.0) for b in bursts), 1)
-            for k in sorted(names, key=lambda k: -max(b["cpu_ms_per_pod"].get(k, 0.0) for b in bursts))
-        }
+        for field in ("cpu_ms_per_pod", "cpu_ms_per_pod_to_bound"):
+            names = {k for b in bursts for k in b.get(field, {})}
+            if names:
+                out[field] = {
+                    k: round(statistics.median(b[field].get(k, 0.0) for b in bursts), 1)
+                    for k in sorted(names, key=lambda k: -max(b[field].get(k, 0.0) for b in bursts))
+                }
     return out
 
 
 def ratios(results: dict[str, Any]) -> dict[str, float]:
-    raw, ks, br = results["raw_slurm_paced"], results["kube_scheduler_burst"], results["bridge_paced"]
-    raw_burst, br_burst = results["raw_slurm_burst"], results["bridge_burst"]
-    return {
-        "bridge_vs_kube_scheduler_pods_per_second": round(br_burst["per_second"] / ks["per_second"], 2),
-        # The ceiling: every bridge pod is one Slurm job, so the bridge cannot bind faster than Slurm starts
-        # jobs; on a small machine that is below kube-scheduler's rate already.
-        "raw_slurm_vs_kube_scheduler_pods_per_second": round(raw_burst["per_second"] / ks["per_second"], 2),
-        "bridge_vs_raw_slurm_pods_per_second": round(br_burst["per_second"] / raw_burst["per_second"], 2),
-        "bridge_p50_minus_raw_slurm_p50_ms": round(br["p50_ms"] - raw["p50_ms"], 1),
-        # Against job/allocate, Slurm's fastest start (the bridge uses it when nodes are free): the bridge's own cost.
-        "bridge_p50_minus_raw_allocate_p50_ms": round(br["p50_ms"] - results["raw_slurm_allocate_paced"]["p50_ms"], 1),
-        "bridge_p99_ms": br["p99_ms"],
+    """Every ratio whose two systems ran (bursts: throughput; paced rounds: latency)."""
+    burst = {
+        name: results[key]["per_second"]
+        for name, key in (
+            ("bridge", "bridge_burst"),
+            ("kube_scheduler", "kube_scheduler_burst"),
+            ("raw_slurm", "raw_slurm_burst"),
+            ("temporal_floor", "temporal_floor_burst"),
+        )
+        if key in results
     }
+    out: dict[str, float] = {}
+    for a, b in (
+        ("bridge", "kube_scheduler"),
+        # The ceilings: every bridge pod is one Slurm job and one lifecycle, so the bridge cannot bind faster than
+        # Slurm starts jobs, nor than Temporal runs lifecycles that do nothing (the floor).
+        ("raw_slurm", "kube_scheduler"),
+        ("temporal_floor", "kube_scheduler"),
+        ("bridge", "raw_slurm"),
+        ("bridge", "temporal_floor"),
+    ):
+        if a in burst and b in burst:
+            out[f"{a}_vs_{b}_pods_per_second"] = round(burst[a] / burst[b], 2)
+    br = results.get("bridge_paced")
+    if br is not None and "raw_slurm_paced" in results:
+        out["bridge_p50_minus_raw_slurm_p50_ms"] = round(br["p50_ms"] - results["raw_slurm_paced"]["p50_ms"], 1)
+    if br is not None and "raw_slurm_allocate_paced" in results:
+        # Against job/allocate, Slurm's fastest start (the bridge uses it when nodes are free): the bridge's own cost.
+        out["bridge_p50_minus_raw_allocate_p50_ms"] = round(
+            br["p50_ms"] - results["raw_slurm_allocate_paced"]["p50_ms"], 1
+        )
+    if br is not None:
+        out["bridge_p99_ms"] = br["p99_ms"]
+    return out
 
 
 async def measure(args: argparse.Namespace, only: set[str]) -> dict[str, Any]:
-    """Run the selected systems on the same stack; the ratios only when all three ran.
+    """Run the selected systems on the same stack, and every ratio of two that ran.
 
     Slurm's own submit → RUNNING time drifts by hundreds of milliseconds between minutes (its job table, the
     other servers' load), so latency is measured in ``--rounds`` rounds that run raw Slurm and the bridge
@@ -517,6 +563,8 @@ async def measure(args: argparse.Namespace, only: set[str]) -> dict[str, Any]:
             results["kube_scheduler_burst"] = median_burst(bursts)
         if "raw" in only:
             results["raw_slurm_burst"] = await bench.raw_slurm(args.pods, None)
+        if "temporal" in only:
+            results["temporal_floor_burst"] = median_burst(await bench.temporal_floor(args.pods, args.bursts))
         if "bridge" in only:
             name = wellknown.SCHEDULER_NAME
             bursts = [await bench.pods(name, args.pods, None, "bench-br") for _ in range(args.bursts)]
@@ -543,8 +591,7 @@ async def measure(args: argparse.Namespace, only: set[str]) -> dict[str, Any]:
     finally:
         await bench.teardown()
     summarise(results, paced, gangs, args.gang)
-    if only == {"raw", "kube-scheduler", "bridge"}:
-        results["ratios"] = ratios(results)
+    results["ratios"] = ratios(results)
     return results
 
 
@@ -563,7 +610,7 @@ def summarise(
         "bridge_burst",
     ):
         if key in results:
-            results[key].pop("samples")
+            results[key].pop("samples", None)
     if paced["raw_slurm_paced"] and paced["bridge_paced"]:
         results["p50_difference_ms_per_round"] = [
             round((pct(b["samples"], 0.5) - pct(r["samples"], 0.5)) * 1000, 1)
@@ -587,8 +634,9 @@ async def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="paced and gang runs, raw and bridge back to back")
     parser.add_argument(
         "--only",
-        default="raw,kube-scheduler,bridge",
-        help="comma-separated systems to run: raw, kube-scheduler, bridge (ratios need all three)",
+        default="raw,kube-scheduler,temporal,bridge",
+        help="comma-separated systems to run: raw, kube-scheduler, temporal (the floor), bridge; a ratio needs "
+        "both of its systems",
     )
     parser.add_argument("--bursts", type=int, default=1, help="bursts per system; the median is reported")
     parser.add_argument(
@@ -597,8 +645,8 @@ async def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     only = {s.strip() for s in args.only.split(",") if s.strip()}
-    if only - {"raw", "kube-scheduler", "bridge"}:
-        raise SystemExit(f"--only: unknown system(s) {sorted(only - {'raw', 'kube-scheduler', 'bridge'})}")
+    if only - SYSTEMS:
+        raise SystemExit(f"--only: unknown system(s) {sorted(only - SYSTEMS)}")
     if max(args.pods, args.gang) > args.nodes:
         raise SystemExit("--pods must not exceed --nodes: every placeholder job takes a whole node")
     results = await measure(args, only)
@@ -613,6 +661,7 @@ async def main() -> int:
         "raw_slurm_burst",
         "kube_scheduler_paced",
         "kube_scheduler_burst",
+        "temporal_floor_burst",
         "bridge_paced",
         "bridge_burst",
     ):
@@ -622,16 +671,19 @@ async def main() -> int:
     if "idle_cpu_ms_per_second" in results:
         idle = results["idle_cpu_ms_per_second"]
         print("steady state, CPU ms per second:", ", ".join(f"{k} {v}" for k, v in idle.items()))
-    for key in ("kube_scheduler_burst", "bridge_burst"):
+    for key in ("kube_scheduler_burst", "temporal_floor_burst", "bridge_burst"):
         if "cpu_ms_per_pod" in results.get(key, {}):
             cpu = results[key]["cpu_ms_per_pod"]
             each = f" (bursts: {results[key]['per_second_each']} pods/s)" if "per_second_each" in results[key] else ""
             print(f"{key}: CPU ms per pod (create, bind, delete){each}:", ", ".join(f"{k} {v}" for k, v in cpu.items()))
+            if "cpu_ms_per_pod_to_bound" in results[key]:
+                part = results[key]["cpu_ms_per_pod_to_bound"]
+                print(f"{key}: of which until all were bound:", ", ".join(f"{k} {v}" for k, v in part.items()))
     if "bridge_rest_calls" in results:
         print("slurmrestd requests during the bridge's paced run:", results["bridge_rest_calls"])
     if "p50_difference_ms_per_round" in results:
         print("bridge p50 minus raw Slurm p50, per round (ms):", results["p50_difference_ms_per_round"])
-    if "ratios" in results:
+    if results.get("ratios"):
         print("ratios:", results["ratios"])
     if "gang" in results:
         print("gang:", results["gang"])
