@@ -17,6 +17,7 @@ from slinky.clients.errors import KubeConflict, KubeNotFound, SlurmNotFound
 from slinky.clients.events import EventRecorder, pod_event
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.clients.slurm import SlurmApi
+from slinky.clients.slurm.joblist import JobList
 from slinky.operator import slurm_state
 from slinky.operator.models import ControllerKey, DrainInput, NodeRef, NodeSetEventInput, PodRef, SlurmNodeView
 
@@ -25,24 +26,28 @@ COMPONENT = "slurm-operator"
 
 
 class SlurmClients(Protocol):
-    """The operator's Slurm client of each Controller (minted JWT, refreshed at 80 %)."""
+    """The operator's Slurm client of each Controller (minted JWT, refreshed at 80 %), and its shared job list."""
 
     async def client(self, controller: ControllerKey) -> SlurmApi: ...
 
+    async def job_list(self, controller: ControllerKey) -> JobList: ...
 
-async def read_node(slurm: SlurmApi, name: str, *, with_jobs: bool = True) -> SlurmNodeView:
-    """The node, with the running jobs that name it; `exists=False` when Slurm does not know it.
 
-    The jobs cost a full job list, whose price grows with every job record slurmctld holds (issue 16 measured a
-    drain at 0.8-1.35 s after the bridge benchmark against 170 ms fresh). So it is listed only when the node
-    is busy (ALLOCATED, MIXED or COMPLETING): an idle or unknown node holds no job, and most scale-ins take idle
-    nodes. Never per poll: once per drain and on the fallback timer."""
+async def read_node(slurm: SlurmApi, name: str, jobs: JobList | None = None, *, fresh: bool = False) -> SlurmNodeView:
+    """The node, with the running jobs that name it when ``jobs`` is given; `exists=False` when Slurm does not know it.
+
+    The jobs come from the Controller's shared job list (:class:`JobList`): a full list's price grows with every
+    job record slurmctld holds (80 MB and 8-20 s with 10,000 held jobs, issue 16), so it is asked for only when
+    the node is busy (ALLOCATED, MIXED or COMPLETING: an idle or unknown node holds no job), with
+    ``update_time`` (nothing comes back when no job changed), and shared by every drain and the node poll.
+    The jobs of a drain's read are only shown (the drain waits on the node's own state); ``fresh`` (a forced
+    scale-in, which cancels them) asks Slurm at least once after the call."""
     try:
         node = await slurm.get_node(name)
     except SlurmNotFound:
         node = None
     busy = node is not None and slurm_state.is_busy(node.state)
-    listed = (await slurm.list_jobs()).jobs if with_jobs and busy else []
+    listed = await jobs.read(fresh=fresh) if jobs is not None and busy else []
     on_node = slurm_state.jobs_by_node(listed).get(name, slurm_state.NodeJobs())
     if node is None:
         return SlurmNodeView(name=name, exists=False, jobs=on_node.ids)
@@ -87,7 +92,7 @@ class NodeSetActivities:
     async def drain_node(self, inp: DrainInput) -> SlurmNodeView:
         """DRAIN with the operator's reason, unless an admin's reason already drains it (kept as is)."""
         slurm = await self.slurm.client(inp.controller)
-        view = await read_node(slurm, inp.node, with_jobs=False)
+        view = await read_node(slurm, inp.node)
         if view.exists:
             draining = slurm_state.is_draining_or_drained(view.states)
             if not draining or (slurm_state.owns_reason(view.reason) and view.reason != inp.reason):
@@ -95,7 +100,7 @@ class NodeSetActivities:
                     await slurm.drain_node(inp.node, inp.reason)
                 except SlurmNotFound:
                     pass  # gone meanwhile: the read below says so
-        return await read_node(slurm, inp.node)
+        return await read_node(slurm, inp.node, await self.slurm.job_list(inp.controller))
 
     @activity.defn(name="nodeset_undrain_node")
     async def undrain_node(self, inp: DrainInput) -> None:
@@ -110,13 +115,15 @@ class NodeSetActivities:
 
     @activity.defn(name="nodeset_read_node")
     async def read_node(self, ref: NodeRef) -> SlurmNodeView:
-        return await read_node(await self.slurm.client(ref.controller), ref.node)
+        return await read_node(
+            await self.slurm.client(ref.controller), ref.node, await self.slurm.job_list(ref.controller)
+        )
 
     @activity.defn(name="nodeset_cancel_node_jobs")
     async def cancel_node_jobs(self, ref: NodeRef) -> list[int]:
         """Force: cancel every running job that holds the node; the ids go into the history."""
         slurm = await self.slurm.client(ref.controller)
-        view = await read_node(slurm, ref.node)
+        view = await read_node(slurm, ref.node, await self.slurm.job_list(ref.controller), fresh=True)
         for job_id in view.jobs:
             try:
                 await slurm.cancel_job(job_id)

@@ -9,6 +9,7 @@ import pytest
 from activities.nodeset import NodeSetActivities
 from slinky.clients.slurm import JobDescMsg
 from slinky.clients.slurm.fake import FakeSlurmClient
+from slinky.clients.slurm.joblist import JobList
 from slinky.operator.models import ControllerKey, DrainInput, NodeRef
 
 CTL = ControllerKey(namespace="hpc", name="slurm")
@@ -18,9 +19,13 @@ OURS = "slurm-operator: Pod (hpc/gpu-0) is pending termination for scale-in"
 class Clients:
     def __init__(self, fake: FakeSlurmClient) -> None:
         self.fake = fake
+        self.jobs = JobList(fake)
 
     async def client(self, controller: ControllerKey) -> Any:
         return self.fake
+
+    async def job_list(self, controller: ControllerKey) -> JobList:
+        return self.jobs
 
 
 @pytest.fixture
@@ -81,3 +86,26 @@ async def test_an_idle_node_is_read_without_a_job_list(fake: FakeSlurmClient) ->
     await acts(fake).read_node(NodeRef(controller=CTL, node="gpu-0"))
     await acts(fake).read_node(NodeRef(controller=CTL, node="gone"))
     assert fake.calls.count("list_jobs") == 0
+
+
+async def test_busy_drains_share_one_job_list_and_a_forced_scale_in_reads_it_fresh(fake: FakeSlurmClient) -> None:
+    """Drains of busy nodes read the Controller's shared list (``update_time``: nothing comes back when no job
+    changed); the forced scale-in cancels what a list asked for after it began names, never an older list."""
+    fake.add_node("gpu-1", partitions=["p"])
+    clients = Clients(fake)
+    activities = NodeSetActivities(kube=None, slurm=clients, events=None)  # type: ignore[arg-type]
+    first = await fake.allocate_job(JobDescMsg(name="a", partition="p", flags=["EXTERNAL_JOB"], minimum_nodes=1))
+    second = await fake.allocate_job(JobDescMsg(name="b", partition="p", flags=["EXTERNAL_JOB"], minimum_nodes=1))
+    views = [
+        await activities.drain_node(DrainInput(controller=CTL, node=node, reason=OURS)) for node in ("gpu-0", "gpu-1")
+    ]
+    assert sorted(j for v in views for j in v.jobs) == sorted([first, second])
+    assert fake.calls.count("list_jobs") <= 2 and clients.jobs.full_lists == 1, "one full list for both drains"
+
+    clients.jobs.spacing = 1e9  # a list that took ages: not asked again unless fresh
+    await fake.cancel_job(first)
+    await fake.resume_node("gpu-0")
+    again = await fake.allocate_job(JobDescMsg(name="c", partition="p", flags=["EXTERNAL_JOB"], minimum_nodes=1))
+    assert again != first
+    cancelled = await activities.cancel_node_jobs(NodeRef(controller=CTL, node="gpu-0"))
+    assert cancelled == [again], "the forced scale-in saw the job that started after the cached list"

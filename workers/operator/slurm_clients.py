@@ -16,6 +16,7 @@ from slinky import wellknown
 from slinky.clients.errors import KubeNotFound
 from slinky.clients.kube import KubeClient
 from slinky.clients.slurm import SlurmApi, SlurmClient
+from slinky.clients.slurm.joblist import JobList
 from slinky.clients.slurm.jwt import MintedToken
 from slinky.operator.api.controller import Controller
 from slinky.operator.models import ControllerKey
@@ -43,6 +44,8 @@ class _Entry:
     """The signing key the client's MintedToken reads on every request."""
     read_at: float
     url: str
+    jobs: JobList
+    """The Controller's job list, shared by the node poll, the metrics rounds and the drains (see JobList)."""
 
 
 class SlurmClients:
@@ -131,10 +134,16 @@ class SlurmClients:
             if entry is None:
                 holder = {"key": signing}
                 token = MintedToken(read_key=lambda: holder["key"])
-                entry = _Entry(SlurmClient(url, token=token), holder, now, url)
+                client = SlurmClient(url, token=token)
+                entry = _Entry(client, holder, now, url, JobList(client))
                 self._entries[(key.namespace, key.name)] = entry
             entry.key["key"], entry.read_at = signing, now
         return entry.client
+
+    async def job_list(self, key: ControllerKey) -> JobList:
+        """The job list of `key`'s client (the one `client` returns), shared by every reader in this process."""
+        await self.client(key)
+        return self._entries[(key.namespace, key.name)].jobs
 
     async def aclose(self) -> None:
         for entry in self._entries.values():

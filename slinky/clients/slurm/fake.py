@@ -523,12 +523,14 @@ class FakeSlurmClient:
         return self._job_info(self._job(job_id, "GET"))
 
     async def list_jobs(self, update_time: int | None = None) -> JobsPage:
-        """The full list, or nothing when nothing changed since ``update_time``."""
+        """The full list, or nothing when nothing changed since ``update_time``. As slurmctld's, the answer's
+        ``last_update`` is the time it was made (not the last change's): asked again from a second before it,
+        nothing comes back once nothing changed (measured on 26.05)."""
         self._enter("list_jobs")
         if update_time is not None and self._jobs_changed <= update_time:
             return JobsPage(jobs=[], last_update=update_time, changed=False)
         jobs = [self._job_info(job) for job in sorted(self._jobs.values(), key=lambda j: j.job_id)]
-        return JobsPage(jobs=jobs, last_update=self._jobs_changed, changed=True)
+        return JobsPage(jobs=jobs, last_update=max(self._jobs_changed, int(time.time())), changed=True)
 
     async def job_states(self) -> dict[int, list[str]]:
         """Every job's state, as ``GET jobs/state`` answers."""

@@ -114,11 +114,12 @@ class NodePolls:
                 ours = self._hostnames(controller)
                 jobs: dict[str, slurm_state.NodeJobs] = {}
                 # The job list only while a node of ours is busy (or was, to see its jobs end): idle, one call.
+                # It is the Controller's shared list: asked with update_time, spaced by its cost (JobList).
                 listed_jobs = None
                 if any(n.name in ours and slurm_state.is_busy(n.state) for n in listed) or any(
                     v.jobs for v in state.nodes.values()
                 ):
-                    listed_jobs = (await slurm.list_jobs()).jobs
+                    listed_jobs = await (await self.slurm.job_list(controller)).read()
                     jobs = slurm_state.jobs_by_node(listed_jobs)
                     state.job_lists += 1
 
@@ -157,6 +158,8 @@ class NodePolls:
         on metrics."""
         state.metrics_at = time.monotonic()
         try:
+            if jobs is None:
+                jobs = await (await self.slurm.job_list(controller)).read()
             snapshot = await slurm_metrics.read_snapshot(slurm, nodes, jobs)
         except SlurmError as err:
             state.errors += 1
