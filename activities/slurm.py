@@ -68,10 +68,10 @@ class JobIndex(Protocol):
         """Whether the index has seen every job made before ``since`` (``time.monotonic``) within ``timeout``."""
         ...
 
-    async def confirmed(self, since: float, timeout: float) -> bool:
-        """Whether, within ``timeout``, a poll and a controller check asked after ``since`` were answered: then
-        :meth:`job` tells whose a job is and whether it is live as a read of it would (ids repeat only after a
-        controller restart, which that check would have seen)."""
+    async def confirmed(self, since: float, timeout: float, job_id: int | None = None) -> bool:
+        """Whether, within ``timeout``, a poll that covers ``job_id`` and a controller check, both asked after
+        ``since``, were answered: then :meth:`job` tells whose a job is and whether it is live as a read of it
+        would (ids repeat only after a controller restart, which that check would have seen)."""
         ...
 
     def job(self, job_id: int) -> JobInfo | None:
@@ -124,7 +124,7 @@ async def cancel_owned_job(slurm: SlurmApi, ref: JobRef, index: JobIndex | None 
         finished, or the id now names another workload's job (reused after a slurmctld crash).
     """
     job: JobInfo | None
-    if index is not None and await index.confirmed(time.monotonic(), CONFIRM_SECONDS):
+    if index is not None and await index.confirmed(time.monotonic(), CONFIRM_SECONDS, ref.job_id):
         job = index.job(ref.job_id)
     else:
         try:

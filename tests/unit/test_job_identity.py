@@ -97,7 +97,7 @@ class Confirmed(Index):
         super().__init__()
         self.seen, self.is_confirmed = seen, confirmed
 
-    async def confirmed(self, since: float, timeout: float) -> bool:
+    async def confirmed(self, since: float, timeout: float, job_id: int | None = None) -> bool:
         return self.is_confirmed
 
     def job(self, job_id: int) -> JobInfo | None:

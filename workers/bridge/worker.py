@@ -54,7 +54,7 @@ class NoJobIndex:
     async def caught_up(self, since: float, timeout: float) -> bool:
         return False
 
-    async def confirmed(self, since: float, timeout: float) -> bool:
+    async def confirmed(self, since: float, timeout: float, job_id: int | None = None) -> bool:
         return False
 
     def job(self, job_id: int) -> JobInfo | None:

@@ -26,7 +26,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
@@ -202,7 +202,7 @@ class SlurmApi(Protocol):
     async def allocate_job(self, job: JobDescMsg) -> int: ...
     async def get_job(self, job_id: int) -> JobInfo: ...
     async def list_jobs(self, update_time: int | None = None) -> JobsPage: ...
-    async def job_states(self) -> dict[int, list[str]]: ...
+    async def job_states(self, job_ids: Collection[int] | None = None) -> dict[int, list[str]]: ...
     async def update_job(self, job_id: int, update: JobDescMsg) -> None: ...
     async def cancel_job(self, job_id: int, *, signal: str | None = None) -> None: ...
     async def get_job_resources(self, job_id: int) -> list[NodeResourceLayout]: ...
@@ -589,10 +589,22 @@ class SlurmClient:
             return JobsPage(jobs=answer.jobs, last_update=update_time, changed=bool(answer.jobs))
         return JobsPage(jobs=answer.jobs, last_update=answer.last_update, changed=True)
 
-    async def job_states(self) -> dict[int, list[str]]:
+    async def job_states(self, job_ids: Collection[int] | None = None) -> dict[int, list[str]]:
         """Every job's state flags by ID (``GET jobs/state``): a few bytes per job, about 10x cheaper than
-        ``GET jobs``, whose answer slurmrestd renders at roughly 10 KB per job."""
-        data = await self._call("GET", self._path("jobs/state"), JobStatesResponse)
+        ``GET jobs``, whose answer slurmrestd renders at roughly 10 KB per job.
+
+        ``job_ids``: only these jobs (an unknown id is left out, not an error). They go as repeated ``job_id``
+        parameters: 26.05 answers a comma-separated list (as its OpenAPI describes it) with 500 "Unspecified
+        error" (measured). With 10,000 jobs in Slurm, 50 ids took 2 ms and 2,000 ids 44 ms, the whole list 540 ms.
+        An empty ``job_ids`` asks nothing.
+        """
+        if job_ids is not None:
+            if not job_ids:
+                return {}
+            params: dict[str, Any] | None = {"job_id": [str(job_id) for job_id in job_ids]}
+        else:
+            params = None
+        data = await self._call("GET", self._path("jobs/state"), JobStatesResponse, params=params)
         return {int(entry["job_id"]): entry["state"] for entry in data.jobs}
 
     async def update_job(self, job_id: int, update: JobDescMsg) -> None:

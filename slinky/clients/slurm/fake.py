@@ -20,6 +20,7 @@ import itertools
 import re
 import time
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -532,10 +533,17 @@ class FakeSlurmClient:
         jobs = [self._job_info(job) for job in sorted(self._jobs.values(), key=lambda j: j.job_id)]
         return JobsPage(jobs=jobs, last_update=max(self._jobs_changed, int(time.time())), changed=True)
 
-    async def job_states(self) -> dict[int, list[str]]:
-        """Every job's state, as ``GET jobs/state`` answers."""
+    async def job_states(self, job_ids: Collection[int] | None = None) -> dict[int, list[str]]:
+        """Every job's state (or these jobs', unknown ids left out), as ``GET jobs/state`` answers."""
+        if job_ids is not None and not job_ids:
+            return {}
         self._enter("job_states")
-        return {job_id: self._job_info(job).job_state for job_id, job in sorted(self._jobs.items())}
+        wanted = None if job_ids is None else set(job_ids)
+        return {
+            job_id: self._job_info(job).job_state
+            for job_id, job in sorted(self._jobs.items())
+            if wanted is None or job_id in wanted
+        }
 
     async def update_job(self, job_id: int, update: JobDescMsg) -> None:
         """Apply the fields set in ``update`` (pending or running jobs alike, as slurmctld does)."""

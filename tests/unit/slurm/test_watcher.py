@@ -479,7 +479,7 @@ async def test_a_poll_answered_late_is_not_diffed_and_the_restart_is_looked_for_
     monkeypatch.setattr("slinky.clients.slurm.watcher.SLOW_POLL_SECONDS", 0.05)
     quick = fake.job_states
 
-    async def held() -> dict[int, list[str]]:
+    async def held(job_ids: object = None) -> dict[int, list[str]]:
         await asyncio.sleep(0.1)
         return await quick()
 
@@ -595,7 +595,7 @@ async def test_polls_are_spaced_by_what_the_last_one_took(monkeypatch: pytest.Mo
     fake = fake_cluster()
     probe = fake.job_states
 
-    async def slow_probe() -> dict[int, list[str]]:
+    async def slow_probe(job_ids: object = None) -> dict[int, list[str]]:
         clock[0] += 0.2  # slurmrestd renders a big answer
         return await probe()
 
@@ -679,3 +679,83 @@ async def test_an_announced_job_lost_before_any_poll_saw_it_is_reported(
     seen = [(e.type, e.job.name, e.controller_restart) for e in await watcher.poll_once()]
     assert (VAN, "first", True) in seen, seen
     assert [name for kind, name, _ in seen if kind is A] == ["second"], seen
+
+
+def _ours(job: JobInfo) -> bool:
+    return job.comment == "ours"
+
+
+async def _shared_cluster(monkeypatch: pytest.MonkeyPatch, others: int = 6) -> tuple[Any, JobWatcher, list[float]]:
+    """A cluster where other users' jobs outnumber ours, watched with ``tracked``; a clock the test moves."""
+    clock = [1000.0]
+    monkeypatch.setattr("slinky.clients.slurm.watcher.time.monotonic", lambda: clock[0])
+    fake = fake_cluster(nodes=2)
+    for index in range(others):
+        await fake.submit_job(_job(f"theirs-{index}", hold=True))
+    watcher = JobWatcher(
+        fake, state_probe=True, tracked=_ours, full_poll_seconds=3600, idle_full_poll_seconds=3600,
+        controller_check_seconds=3600.0,
+    )  # fmt: skip
+    await watcher.poll_once()  # the first poll: a full list
+    return fake, watcher, clock
+
+
+async def test_while_other_jobs_outnumber_ours_the_probe_asks_for_ours_by_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a shared cluster the probe every interval asks only for the tracked jobs (10,000 other jobs made each
+    probe of all of them cost slurmrestd 540 ms); every job's state comes every ``complete_probe_seconds``."""
+    fake, watcher, clock = await _shared_cluster(monkeypatch)
+    ours = await fake.submit_job(_job("mine", comment="ours"))
+    watcher.expect(JobInfo(job_id=ours, name="mine", job_state=["PENDING"], comment="ours"))
+    asked: list[object] = []
+    probe = fake.job_states
+
+    async def spy(job_ids: Any = None) -> dict[int, list[str]]:
+        asked.append(None if job_ids is None else sorted(job_ids))
+        return await probe(job_ids)
+
+    monkeypatch.setattr(fake, "job_states", spy)
+    clock[0] += 1
+    assert _kinds(await watcher.poll_once()) == [(A, ours)]
+    fake.tick()
+    clock[0] += 1
+    started = await watcher.poll_once()
+    assert _kinds(started) == [(C, ours)] and started[0].job.is_running
+    assert asked == [[ours], [ours]], "ours only, by id"
+    stranger = await fake.submit_job(_job("stranger", hold=True))
+    clock[0] += 1
+    await watcher.poll_once()
+    assert stranger not in watcher.jobs, "another user's new job waits for the next complete probe"
+    clock[0] += 5
+    assert _kinds(await watcher.poll_once()) == [(A, stranger)]
+    assert asked[-1] is None, "every 5 s: every job"
+    await fake.cancel_job(ours)
+    fake.purge_finished()
+    clock[0] += 1
+    assert _kinds(await watcher.poll_once()) == [(VAN, ours)], "asked for by id and not listed: gone"
+    assert watcher.job(ours) is None
+
+
+async def test_with_no_job_of_ours_the_probe_asks_nothing_between_complete_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake, watcher, clock = await _shared_cluster(monkeypatch)
+    fake.calls.clear()
+    for _ in range(6):
+        clock[0] += 1
+        await watcher.poll_once()
+    assert fake.calls == ["job_states"], "one complete probe in 6 s (every 5 s); nothing to ask in between"
+
+
+async def test_caught_up_and_confirmed_on_a_shared_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``caught_up`` (a retried submit looks for a job its earlier attempt may have made, unannounced) needs a
+    probe of every job; ``confirmed`` (the cancel's owner check) trusts only polls that cover the job."""
+    fake, watcher, _ = await _shared_cluster(monkeypatch)
+    monkeypatch.undo()  # real time for the waits below
+    watcher.interval_seconds = 0.01
+    unannounced = await fake.submit_job(_job("earlier-attempt", comment="ours"))
+    async with watcher.running():
+        assert not watcher.covers(unannounced), "not seen yet: a cancel must read it, not trust the view"
+        assert not await watcher.confirmed(time.monotonic(), 0.5, unannounced)
+        assert await watcher.caught_up(time.monotonic(), 3), "a complete probe was asked for at once"
+        assert watcher.job(unannounced) is not None and watcher.covers(unannounced)
+        assert await watcher.confirmed(time.monotonic(), 3, unannounced)
