@@ -125,8 +125,10 @@ async def cancel_owned_job(slurm: SlurmApi, ref: JobRef, index: JobIndex | None 
     """
     job: JobInfo | None
     if index is not None and await index.confirmed(time.monotonic(), CONFIRM_SECONDS, ref.job_id):
+        telemetry.CANCEL_OWNER_CHECKS.labels("view").inc()
         job = index.job(ref.job_id)
     else:
+        telemetry.CANCEL_OWNER_CHECKS.labels("read").inc()
         try:
             job = await slurm.get_job(ref.job_id)
         except SlurmNotFound:

@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily
@@ -101,6 +101,13 @@ FOREIGN_JOB_SPARED = Counter(
     "Cancels not sent because the job id, reused after a slurmctld crash, now names another workload's job.",
     registry=REGISTRY,
 )
+CANCEL_OWNER_CHECKS = Counter(
+    "slinky_bridge_cancel_owner_checks_total",
+    "Where a cancel learned whose the job is. source: view (the job watcher's, confirmed by a poll and a"
+    " controller check made after the cancel began), read (GET job/{id}: polls slow or not covering the job).",
+    ["source"],
+    registry=REGISTRY,
+)
 TEMPORAL_CALL_RETRIES = Counter(
     "slinky_bridge_temporal_call_retries_total",
     "The bridge's own Temporal calls that failed after the SDK's retries and are tried again after a backoff."
@@ -119,8 +126,11 @@ GC_ACTIONS = Counter(
 class PollCollector:
     """``slinky_bridge_slurm_job_polls_total{result}``, read from the job watcher's own counters."""
 
-    def __init__(self, counts: Callable[[], tuple[int, int, int]]) -> None:
+    def __init__(
+        self, counts: Callable[[], tuple[int, int, int]], requests: Callable[[], Mapping[str, int]] | None = None
+    ) -> None:
         self.counts = counts
+        self.requests = requests
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         polls, errors, restarts = self.counts()
@@ -138,6 +148,17 @@ class PollCollector:
             " workload against one fresh job list.",
             value=restarts,
         )
+        if self.requests is not None:
+            kinds = CounterMetricFamily(
+                "slinky_bridge_slurm_job_requests",
+                "The job watcher's requests to slurmrestd. kind: full_list (GET jobs), probe_all (GET jobs/state),"
+                " probe_tracked (GET jobs/state of the bridge's jobs by id, while other jobs outnumber them),"
+                " job_read (GET job/{id}).",
+                labels=["kind"],
+            )
+            for kind, count in self.requests().items():
+                kinds.add_metric([kind], count)
+            yield kinds
 
 
 def start_metrics_server(port: int, address: str = "127.0.0.1", registry: CollectorRegistry | None = None) -> None:

@@ -175,7 +175,8 @@ class SlurmJobRouter:
             # cancelled it. The garbage collector's rules decide (cancel once its pods stopped). Most often the
             # lifecycle cancelled it after the poll that reported it live (deleting a namespace of 2,000 pods:
             # 10 such signals), so look again after the next poll first.
-            await self.watcher.caught_up(time.monotonic(), RELOOK_SECONDS)
+            # The job is the bridge's: a probe of the bridge's jobs will do (not one of every job in Slurm).
+            await self.watcher.caught_up(time.monotonic(), RELOOK_SECONDS, complete=False)
             now = self.watcher.job(event.job_id)
             if now is None or now.is_finished or workflow_id_from_job_comment(now.comment) != workflow_id:
                 return

@@ -129,7 +129,8 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
         if settings.telemetry.metrics_port:
             telemetry.REGISTRY.register(
                 telemetry.PollCollector(
-                    lambda: (router.watcher.polls, router.watcher.errors, router.watcher.controller_restarts)
+                    lambda: (router.watcher.polls, router.watcher.errors, router.watcher.controller_restarts),
+                    lambda: {**router.watcher.requests, "job_read": router.watcher.details_read},
                 )
             )
         gc.job_view = router.jobs_seen_within

@@ -499,7 +499,8 @@ class FakeSlurmClient:
             node_count=count,
             cpus_per_node_needed=cpus,
             memory_needed=memory,
-            reason="PartitionConfig" if count > len(members) else "None",
+            # A job submitted held says so (measured on 26.05: "JobHeldUser", priority 0).
+            reason="PartitionConfig" if count > len(members) else "JobHeldUser" if job.hold else "None",
         )
         self._touch()
         return job_id
@@ -551,6 +552,8 @@ class FakeSlurmClient:
         job = self._job(job_id, "POST")
         fields = {key: getattr(update, key) for key in update.model_fields_set}
         job.desc = job.desc.model_copy(update={k: v for k, v in fields.items() if v is not None})
+        if job.reason == "JobHeldUser" and not job.desc.hold:
+            job.reason = "None"  # released
         self._touch()
 
     async def cancel_job(self, job_id: int, *, signal: str | None = None) -> None:

@@ -139,6 +139,14 @@ def _went_back(old: JobInfo, state: list[str]) -> bool:
     return (old.is_running and pending) or (old.is_finished and live)
 
 
+def _shapes_views(job: JobInfo) -> bool:
+    """Whether ``has_waiting_jobs`` or ``running_nodes`` depend on this job: running, or pending for nodes. The
+    probe keeps asking for it by id, whoever owns it: a job of another user that ends or stops waiting frees
+    nodes for the bridge at once, not at the next probe of every job (measured: 5 s later, the bridge queued the
+    pods it could have started)."""
+    return job.is_running or (job.is_pending and job.state_reason in wellknown.WAITING_REASONS)
+
+
 def default_identity(job: JobInfo) -> Hashable:
     """What must stay equal for two sightings of a job ID to be the same job."""
     return (job.submit_time, job.name)
@@ -255,11 +263,13 @@ class JobWatcher:
         of users' pending jobs then do not make the watcher read the whole list every few seconds."""
         self._tracked = tracked
         """State-probe mode: the jobs the subscribers act on (with the announced ones). While other jobs outnumber
-        them, the probe asks for these by id, and for every job only every ``complete_probe_seconds``: on a shared
-        cluster with 10,000 other jobs in Slurm, a probe of every job cost slurmrestd 540 ms of work."""
+        them (and the running or node-waiting jobs, which ``has_waiting_jobs`` and ``running_nodes`` follow), the
+        probe asks for these by id, and for every job only every ``complete_probe_seconds``: on a shared cluster
+        with 10,000 held jobs in Slurm, a probe of every job cost slurmrestd 540 ms of work."""
         self.complete_probe_seconds = complete_probe_seconds
         self._tracked_jobs: set[int] = set()
-        """The ids in ``_jobs`` whose job ``tracked`` accepts."""
+        """The ids in ``_jobs`` the probe asks for while filtering: the jobs ``tracked`` accepts, and the others
+        the watcher's own views depend on (:func:`_shapes_views`)."""
         self._complete_wanted = False
         """The next probe asks for every job (``caught_up`` waits for a complete view)."""
         self._last_complete = 0.0
@@ -286,6 +296,8 @@ class JobWatcher:
         """When the last poll whose answer was used and delivered was asked (``time.monotonic``): every job made
         before then is in the subscribers' views."""
         self.details_read = 0
+        self.requests: dict[str, int] = {"full_list": 0, "probe_all": 0, "probe_tracked": 0}
+        """Poll requests by kind (``details_read`` counts the job reads)."""
         self._jobs: dict[int, JobInfo] = {}
         self._last_update: int | None = None
         self._need_resync = True
@@ -406,10 +418,12 @@ class JobWatcher:
         """Make the next poll fetch and diff the full list (e.g. after a known controller restart)."""
         self._need_resync = True
 
-    async def caught_up(self, since: float, timeout: float) -> bool:
-        """Wait until a poll of every job asked after ``since`` was answered (and delivered); False after
-        ``timeout``."""
+    async def caught_up(self, since: float, timeout: float, *, complete: bool = True) -> bool:
+        """Wait until a poll of every job (``complete=False``: of every job it covers, see :meth:`covers`) asked
+        after ``since`` was answered (and delivered); False after ``timeout``."""
         self._wake.set()  # no need to wait for the next interval
+        if not complete:
+            return await self._wait_for(lambda: self.tracked_since >= since, timeout)
 
         def answered() -> bool:
             if self.answered_since >= since:
@@ -489,6 +503,7 @@ class JobWatcher:
             return await self._probe_once()
         update_time = None if self._need_resync or self._last_update is None else self._last_update - 1
         asked = time.monotonic()
+        self.requests["full_list"] += 1
         page = await self._counted(self._client.list_jobs(update_time))
         now = time.monotonic()
         if await self._answered_late(asked, now):
@@ -627,7 +642,7 @@ class JobWatcher:
             events.append(JobEvent(kind, job.job_id, job, old, now))
         self._jobs[job.job_id] = job
         if self._tracked is not None:
-            if self._tracked(job):
+            if self._tracked(job) or _shapes_views(job):
                 self._tracked_jobs.add(job.job_id)
             else:
                 self._tracked_jobs.discard(job.job_id)
@@ -660,6 +675,8 @@ class JobWatcher:
         """
         asked = time.monotonic()
         ids = self._probe_ids(asked)
+        if ids is None or ids:
+            self.requests["probe_all" if ids is None else "probe_tracked"] += 1
         states = await self._counted(self._client.job_states(ids))
         now = time.monotonic()
         if ids is None:

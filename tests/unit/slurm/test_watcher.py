@@ -759,3 +759,18 @@ async def test_caught_up_and_confirmed_on_a_shared_cluster(monkeypatch: pytest.M
         assert await watcher.caught_up(time.monotonic(), 3), "a complete probe was asked for at once"
         assert watcher.job(unannounced) is not None and watcher.covers(unannounced)
         assert await watcher.confirmed(time.monotonic(), 3, unannounced)
+
+
+async def test_other_users_running_or_waiting_jobs_are_probed_with_ours(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``has_waiting_jobs`` and ``running_nodes`` follow every job: another user's job that waits for nodes or
+    runs is asked for by id too, so its end frees nodes for the estimate at once (held jobs are left out)."""
+    fake, watcher, clock = await _shared_cluster(monkeypatch, others=8)
+    theirs = await fake.submit_job(_job("theirs-running"))
+    fake.tick()
+    clock[0] += 5
+    await watcher.poll_once()  # the complete probe finds it running
+    assert watcher.jobs[theirs].is_running and watcher.running_nodes()
+    await fake.cancel_job(theirs)
+    clock[0] += 1
+    assert _kinds(await watcher.poll_once()) == [(F, theirs)], "seen ending by the next probe, not in 5 s"
+    assert not watcher.running_nodes()
