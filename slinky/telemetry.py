@@ -117,7 +117,8 @@ TEMPORAL_CALL_RETRIES = Counter(
 )
 GC_ACTIONS = Counter(
     "slinky_bridge_gc_actions_total",
-    "Garbage-collection actions. action: cancel_job (orphan Slurm job), delete_pod (pod whose job is gone).",
+    "Garbage-collection actions. action: cancel_job (orphan Slurm job), delete_pod (pod whose job is gone),"
+    " recheck (a lifecycle whose job Slurm no longer lists was asked to re-check).",
     ["action"],
     registry=REGISTRY,
 )

@@ -20,6 +20,14 @@ A pass also runs soon (``collect_soon``, 2 s later) after a slurmctld restart, a
 finds a live job whose lifecycle has ended: slurmctld brings back a job that its owner cancelled moments
 before a crash (cancels are saved late, slurm.md §9), and nobody else would cancel it before the next
 periodic pass.
+
+The other way round, a lifecycle may wait on a job Slurm no longer has: slurmctld lost it in a crash and the
+worker restarted too, so no watcher saw it go (the chaos suite, two slurmctld kills and two worker kills within
+20 s: 30 lifecycles waited 300 s, for their safety re-check). Each pass compares the running lifecycles' job ids
+(``SlinkySlurmJobId``, in the same visibility listing) with the job list; a job missing from a list asked after it
+was first seen missing is no proof by itself (the list may lag), so the lifecycle is sent ``recheck``, and its own
+re-check reads Slurm and decides. While a few such lifecycles wait, the next pass comes after
+``MISSING_CONFIRM_SECONDS``.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,14 +46,22 @@ from activities.slurm import cancel_owned_job
 from slinky import telemetry, wellknown
 from slinky.bridge import pods
 from slinky.bridge.models.jobspec import pods_from_admin_comment
-from slinky.bridge.models.workload import JobRef, job_owner_from_comment, workload_workflow_id
+from slinky.bridge.models.workload import JobRef, Phase, job_owner_from_comment, workload_workflow_id
 from slinky.clients.errors import KubeError, KubeNotFound, SlurmError
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.clients.slurm import JobInfo, SlurmApi
+from workers.bridge.signals import signal_lifecycle
 
 logger = logging.getLogger(__name__)
 VIEW_SECONDS = 30.0
 """How fresh the job watcher's view must be to stand in for a job list."""
+FIRST_PASS_SECONDS = 10.0
+"""The first pass of a new leader, this long after it starts (its watcher has synced by then)."""
+MISSING_CONFIRM_SECONDS = 10.0
+"""After a pass that found lifecycles whose jobs Slurm did not list, the next pass comes this soon."""
+MISSING_CONFIRM_MAX = 100
+"""More such lifecycles than this at once means the list lags a wave of submits: confirmed at the usual interval."""
+WAITING_PHASES = frozenset({Phase.PENDING.value, Phase.BINDING.value, Phase.RUNNING.value})
 
 
 class GarbageCollector:
@@ -71,22 +88,39 @@ class GarbageCollector:
         self.pods_deleted = 0
         self._running: set[str] = set()
         """The running lifecycles listed at the start of the pass."""
+        self.view_asked: Callable[[], float] | None = None
+        """When the job watcher's view (``job_view``) was asked (``time.monotonic``)."""
+        self._waiting: dict[str, int] = {}
+        """Running lifecycles with a job, by id: the job id their search attribute names."""
+        self._missing: dict[str, tuple[int, float]] = {}
+        """Lifecycles whose job the last job list lacked: the job id, and when that was first seen."""
+        self.rechecks_sent = 0
+        self._next_wait = min(interval_seconds, FIRST_PASS_SECONDS)
+        """Until the next pass: the first comes soon after a (new) leader starts, which may be right after a crash."""
+        self._lists_before = 0
+        self._signals = asyncio.Semaphore(8)
 
     async def _running_lifecycles(self) -> set[str]:
         """Every running lifecycle's id, from one visibility query per pass (pages of 1,000): a pass at 10,000
         pending workloads described each job's workflow, 10,000 RPCs a minute to Temporal. Visibility may lag a
         start by a moment, so an id missing here is described before anything is done (``_workflow_running``).
         An empty set when the query fails: every workflow is then described, as before."""
+        running: set[str] = set()
+        waiting: dict[str, int] = {}
         try:
-            return {
-                wf.id
-                async for wf in self.temporal.list_workflows(
-                    "WorkflowType = 'WorkloadWorkflow' AND ExecutionStatus = 'Running'", page_size=1000
-                )
-            }
+            async for wf in self.temporal.list_workflows(
+                "WorkflowType = 'WorkloadWorkflow' AND ExecutionStatus = 'Running'", page_size=1000
+            ):
+                running.add(wf.id)
+                attributes = wf.search_attributes or {}
+                phase, job = attributes.get("SlinkyPhase") or [], attributes.get("SlinkySlurmJobId") or []
+                if phase and str(phase[0]) in WAITING_PHASES and job and isinstance(job[0], int):
+                    waiting[wf.id] = job[0]
         except RPCError as err:
             logger.warning("listing running lifecycles failed (%s); describing each instead", err)
             return set()
+        self._waiting = waiting
+        return running
 
     async def _workflow_running(self, workflow_id: str) -> bool:
         if workflow_id in self._running:
@@ -108,15 +142,49 @@ class GarbageCollector:
         return True
 
     async def _jobs(self) -> Sequence[JobInfo]:
+        self._lists_before = self.lists
         jobs = self.job_view(VIEW_SECONDS) if self.job_view is not None else None
         if jobs is None:
             self.lists += 1
             jobs = (await self.slurm.list_jobs()).jobs
         return jobs
 
+    async def _recheck_lost(self, jobs: Sequence[JobInfo], asked: float) -> None:
+        """Send ``recheck`` to each lifecycle whose job two job lists lacked, the second asked (``asked``) after the
+        first was seen: the lifecycle reads Slurm itself, so a wrong guess costs one read."""
+        owners = {job.job_id: job_owner_from_comment(job.comment) for job in jobs}
+        now = time.monotonic()
+        missing: dict[str, tuple[int, float]] = {}
+        due = []
+        for workflow_id, job_id in self._waiting.items():
+            owner = owners.get(job_id)
+            if owner is not None and owner.workflow_id == workflow_id:
+                continue
+            first = self._missing.get(workflow_id)
+            if first is not None and first[0] == job_id and asked > first[1]:
+                due.append(workflow_id)
+            else:
+                missing[workflow_id] = first if first is not None and first[0] == job_id else (job_id, now)
+        self._missing = missing
+        for workflow_id in due:
+            logger.warning(
+                "lifecycle %s waits on Slurm job %s, which Slurm no longer lists: asking it to re-check",
+                workflow_id,
+                self._waiting[workflow_id],
+            )
+            if await signal_lifecycle(self.temporal, workflow_id, "recheck", None, self._signals):
+                self.rechecks_sent += 1
+                telemetry.GC_ACTIONS.labels("recheck").inc()
+        self._next_wait = MISSING_CONFIRM_SECONDS if 0 < len(missing) <= MISSING_CONFIRM_MAX else self.interval_seconds
+
     async def run_once(self) -> None:
-        jobs = await self._jobs()
+        listed_at = time.monotonic()
+        self._waiting = {}
         self._running = await self._running_lifecycles()
+        # After the listing: a lifecycle listed with a job had submitted it before the list below was asked for.
+        jobs = await self._jobs()
+        view_asked = self.view_asked() if self.view_asked is not None and self.lists == self._lists_before else None
+        await self._recheck_lost(jobs, listed_at if view_asked is None else view_asked)
         live_by_workflow: dict[str, JobRef] = {}
         for job in jobs:
             owner = job_owner_from_comment(job.comment)
@@ -198,7 +266,7 @@ class GarbageCollector:
     async def run(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._soon.wait(), self.interval_seconds)
+                await asyncio.wait_for(self._soon.wait(), self._next_wait)
                 await asyncio.sleep(self.soon_seconds)  # let the wave of events that called it settle
             self._soon.clear()
             try:

@@ -42,7 +42,7 @@ def retry_delay(call: str, err: RPCError, attempt: int) -> float:
 
 
 async def signal_lifecycle(temporal: Client, workflow_id: str, name: str, arg: Any, limit: asyncio.Semaphore) -> bool:
-    """Signal ``name`` to ``workflow_id``; True when delivered.
+    """Signal ``name`` (with ``arg``, unless None) to ``workflow_id``; True when delivered.
 
     A lifecycle that already ended (NOT_FOUND) has nothing left to learn: that is not an error. Other RPC
     failures are retried with backoff, a rate limit or an unavailable frontend for longer (the watchers' next
@@ -53,7 +53,8 @@ async def signal_lifecycle(temporal: Client, workflow_id: str, name: str, arg: A
         attempt = 0
         while True:
             try:
-                await temporal.get_workflow_handle(workflow_id).signal(name, arg)
+                handle = temporal.get_workflow_handle(workflow_id)
+                await (handle.signal(name) if arg is None else handle.signal(name, arg))
             except RPCError as err:
                 if err.status == RPCStatusCode.NOT_FOUND:
                     return False

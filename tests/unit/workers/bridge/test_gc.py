@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from temporalio.client import WorkflowExecutionStatus
@@ -33,21 +34,35 @@ async def test_collect_soon_runs_a_pass_before_the_interval() -> None:
 class _Temporal:
     """Visibility lists ``listed`` as running; describe answers from ``running`` and counts the calls."""
 
-    def __init__(self, listed: set[str], running: set[str], fail_listing: bool = False) -> None:
+    def __init__(
+        self, listed: set[str], running: set[str], fail_listing: bool = False, jobs: dict[str, int] | None = None
+    ) -> None:
         self.listed, self.running, self.fail_listing = listed, running, fail_listing
+        self.jobs = jobs or {}
+        """Listed lifecycles in phase Pending with this SlinkySlurmJobId."""
         self.described: list[str] = []
+        self.signalled: list[tuple[str, str]] = []
 
     async def list_workflows(self, query: str, page_size: int = 1000) -> Any:
         assert "ExecutionStatus = 'Running'" in query
         if self.fail_listing:
             raise RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b"")
         for workflow_id in sorted(self.listed):
-            yield type("Listed", (), {"id": workflow_id})()
+            attributes = (
+                {"SlinkyPhase": ["Pending"], "SlinkySlurmJobId": [self.jobs[workflow_id]]}
+                if workflow_id in self.jobs
+                else {"SlinkyPhase": ["Submitting"]}
+            )
+            yield type("Listed", (), {"id": workflow_id, "search_attributes": attributes})()
 
     def get_workflow_handle(self, workflow_id: str) -> Any:
         temporal = self
 
         class _Handle:
+            async def signal(self, name: str, *args: Any) -> None:
+                assert not args, "recheck takes no argument"
+                temporal.signalled.append((workflow_id, name))
+
             async def describe(self) -> Any:
                 temporal.described.append(workflow_id)
                 status = WorkflowExecutionStatus.RUNNING if workflow_id in temporal.running else None
@@ -146,3 +161,32 @@ async def test_a_pod_listed_before_its_lifecycle_ended_is_looked_at_again(caplog
     assert "no lifecycle" not in caplog.text
     assert slurm.cancelled == [], "its lifecycle had cancelled it"
     await kube.aclose()
+
+
+async def test_a_lifecycle_waiting_on_a_job_slurm_lost_is_asked_to_recheck_once_a_later_list_lacks_it_too() -> None:
+    """slurmctld lost the job in a crash and the worker restarted too: no watcher saw it go, and the lifecycle
+    waited 300 s for its own re-check (chaos suite). The GC sends ``recheck`` when a job list asked after the job
+    was first found missing still lacks it (or names another workload's job under its id); the next pass comes in
+    10 s while that is pending."""
+    from slinky.bridge.models.workload import job_comment_for
+    from slinky.clients.slurm import JobInfo
+
+    temporal = _Temporal(
+        listed={"lost", "fine", "reused", "submitting"},
+        running=set(),
+        jobs={"lost": 7, "fine": 8, "reused": 9},
+    )
+    jobs = [
+        JobInfo(job_id=8, job_state=["PENDING"], comment=job_comment_for("fine")),
+        JobInfo(job_id=9, job_state=["PENDING"], comment=job_comment_for("another")),
+    ]
+    gc = GarbageCollector(None, None, temporal, interval_seconds=60)  # type: ignore[arg-type]
+    gc._running = await gc._running_lifecycles()
+    await gc._recheck_lost(jobs, asked=0.0)
+    assert temporal.signalled == [], "one list lacking it proves nothing: it may lag the submit"
+    assert gc._next_wait == 10.0
+    await gc._recheck_lost(jobs, asked=0.0)
+    assert temporal.signalled == [], "the same list again (asked before the job was found missing)"
+    await gc._recheck_lost(jobs, asked=time.monotonic())
+    assert sorted(temporal.signalled) == [("lost", "recheck"), ("reused", "recheck")]
+    assert gc.rechecks_sent == 2 and gc._next_wait == 60
