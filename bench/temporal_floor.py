@@ -37,10 +37,10 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from bench.common import CpuMeter
 from slinky.dev import stack
+from workflows.workload import PATCH_FOLDED_STEPS, SA_JOB_ID, SA_PARTITION, SA_PHASE
 
-PHASE = SearchAttributeKey.for_keyword("SlinkyPhase")
-JOB_ID = SearchAttributeKey.for_int("SlinkySlurmJobId")
-PARTITION = SearchAttributeKey.for_keyword("SlinkyPartition")
+# The lifecycle's own search attributes and patch id: the floor's history stays the lifecycle's.
+PHASE, JOB_ID, PARTITION = SA_PHASE, SA_JOB_ID, SA_PARTITION
 PLACED: dict[str, float] = {}
 """Workflow id -> when its third activity (the bridge's binding) ran, in this process's monotonic clock."""
 
@@ -74,7 +74,7 @@ class TemporalFloor:
             [PHASE.value_set("Pending"), JOB_ID.value_set(1), PARTITION.value_set(partition)]
         )
         workflow.upsert_search_attributes([PHASE.value_set("Binding")])
-        workflow.patched("folded-place-and-release")  # the lifecycle's patch: its marker and change-version upsert
+        workflow.patched(PATCH_FOLDED_STEPS)  # the lifecycle's patch: its marker and change-version upsert
         await self._step("place")
         workflow.upsert_search_attributes([PHASE.value_set("Running")])
         await workflow.wait_condition(lambda: self.events >= 1, timeout=timedelta(seconds=300))
