@@ -127,11 +127,6 @@ COMPLETE_SPACING = 10.0
 MAX_PROBE_IDS = 2000
 """More tracked jobs than this are probed with every job (2,000 ids make a 26 KB URL, answered in 44 ms)."""
 
-MAX_NEW_READS = 64
-"""New jobs a probe reads one by one (only a read shows whose a job is). More at once (another user's burst of
-submits: 10,000 held jobs were 10,000 reads) wait: the next poll is the full list, which carries every job's
-details in one request, as soon as its spacing allows; until then each probe reads this many more."""
-
 SLOW_POLL_SECONDS = 1.0
 """A poll slower than this hints at a controller restart (slurmrestd retries a dead controller for 10 s)."""
 
@@ -275,8 +270,6 @@ class JobWatcher:
         self._tracked_jobs: set[int] = set()
         """The ids in ``_jobs`` the probe asks for while filtering: the jobs ``tracked`` accepts, and the others
         the watcher's own views depend on (:func:`_shapes_views`)."""
-        self._full_wanted = False
-        """More new jobs appeared than a probe reads: the full list comes as soon as its spacing allows."""
         self._complete_wanted = False
         """The next probe asks for every job (``caught_up`` waits for a complete view)."""
         self._last_complete = 0.0
@@ -518,7 +511,7 @@ class JobWatcher:
         self._need_resync = False
         self._last_full = now
         self._last_full_seconds = now - asked
-        self._last_complete, self._complete_wanted, self._full_wanted = now, False, False
+        self._last_complete, self._complete_wanted = now, False
         if not self.state_probe:
             self._last_poll_seconds = now - asked
         # An announced job no poll has seen (cancelled at once) is forgotten after HINT_SECONDS.
@@ -666,7 +659,7 @@ class JobWatcher:
         since = time.monotonic() - self._last_full
         # A big list is read less often: it never takes more than a tenth of the time (4,000 jobs: 4.6 s).
         floor = FULL_POLL_SPACING * self._last_full_seconds
-        if since >= max(self.idle_full_poll_seconds, floor) or (self._full_wanted and since >= floor):
+        if since >= max(self.idle_full_poll_seconds, floor):
             return True
         wanted = self._reasons_wanted
         return since >= max(self.full_poll_seconds, floor) and any(
@@ -693,25 +686,6 @@ class JobWatcher:
         if await self._answered_late(asked, now):
             return []
         events: list[JobEvent] = []
-        to_read, backlog = self._apply_states(states, now, events)
-        for job in await asyncio.gather(*(self._read(job_id) for job_id in to_read)):
-            if job is not None:
-                self._diff_one(job, now, events)
-        asked_for = self._jobs if ids is None else [j for j in ids if j in self._jobs]
-        for job_id in [j for j in asked_for if j not in states]:
-            events.append(JobEvent(JobEventType.VANISHED, job_id, self._forget(job_id), None, now))
-        delivered = await self._deliver(events)
-        if not backlog:
-            # Only now: the new jobs it read are in the subscribers' views. Not with jobs left unread, which
-            # may be anyone's (a follower replica's) until the full list says whose.
-            self.tracked_since = asked
-            if ids is None:
-                self.answered_since = asked
-        return delivered
-
-    def _apply_states(self, states: dict[int, list[str]], now: float, events: list[JobEvent]) -> tuple[list[int], bool]:
-        """Apply a probe's states to the cached jobs; return the jobs to read (a start needs its nodes, a new job
-        its owner), and whether new jobs were left unread (more than ``MAX_NEW_READS``)."""
         to_read: list[int] = []
         for job_id, state in states.items():
             old = self._jobs.get(job_id)
@@ -722,13 +696,18 @@ class JobWatcher:
                 to_read.append(job_id)
             elif old.job_state != state:
                 self._diff_one(old.model_copy(update={"job_state": state}), now, events)
-        new = sorted(job_id for job_id in to_read if job_id not in self._jobs)
-        if len(new) <= MAX_NEW_READS:
-            return to_read, False
-        # Read the oldest few; the rest come with the full list (or the next probes' reads).
-        left = set(new[MAX_NEW_READS:])
-        self._full_wanted = True
-        return [job_id for job_id in to_read if job_id not in left], True
+        for job in await asyncio.gather(*(self._read(job_id) for job_id in to_read)):
+            if job is not None:
+                self._diff_one(job, now, events)
+        asked_for = self._jobs if ids is None else [j for j in ids if j in self._jobs]
+        for job_id in [j for j in asked_for if j not in states]:
+            events.append(JobEvent(JobEventType.VANISHED, job_id, self._forget(job_id), None, now))
+        delivered = await self._deliver(events)
+        # Only now: the new jobs it read are in the subscribers' views.
+        self.tracked_since = asked
+        if ids is None:
+            self.answered_since = asked
+        return delivered
 
     def _filtering(self) -> bool:
         """Whether the probe asks for the tracked jobs only: other jobs outnumber them (else a probe of every job

@@ -774,27 +774,3 @@ async def test_other_users_running_or_waiting_jobs_are_probed_with_ours(monkeypa
     clock[0] += 1
     assert _kinds(await watcher.poll_once()) == [(F, theirs)], "seen ending by the next probe, not in 5 s"
     assert not watcher.running_nodes()
-
-
-async def test_a_burst_of_new_jobs_is_read_a_few_at_a_time_then_listed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Only a read shows whose a new job is; 10,000 jobs submitted at once by another user were 10,000 reads (all at
-    once). A probe reads at most ``MAX_NEW_READS``; the others come with the full list, asked for at once, and
-    until then the view does not claim to be complete."""
-    monkeypatch.setattr("slinky.clients.slurm.watcher.MAX_NEW_READS", 5)
-    fake = fake_cluster(nodes=1)
-    watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=3600, idle_full_poll_seconds=3600)
-    await watcher.poll_once()
-    for index in range(12):
-        await fake.submit_job(_job(f"burst-{index}", hold=True))
-    fake.calls.clear()
-    before = watcher.answered_since
-    events = await watcher.poll_once()
-    assert fake.calls.count("get_job") == 5 and len([e for e in events if e.type is A]) == 5
-    assert watcher.answered_since == before, "seven jobs are still unknown: not a complete view"
-    fake.calls.clear()
-    events = await watcher.poll_once()
-    assert fake.calls == ["list_jobs"], "the full list next, not seven more reads"
-    assert len([e for e in events if e.type is A]) == 7 and watcher.answered_since > before
-    fake.calls.clear()
-    await watcher.poll_once()
-    assert fake.calls == ["job_states"], "then probes again"
