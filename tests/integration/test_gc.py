@@ -94,7 +94,7 @@ async def test_a_live_job_whose_pods_and_lifecycle_are_gone_is_cancelled(
             async with watcher.running():
                 await watcher.wait_for(job_id, lambda job: True, timeout=30)
                 collector.job_view = lambda seconds: (
-                    list(watcher.jobs.values()) if watcher.seen_within(seconds) else None
+                    (list(watcher.jobs.values()), watcher.answered_since) if watcher.seen_within(seconds) else None
                 )
                 await collector.run_once()
             assert collector.lists == 0, "the pass read the watcher's view, not Slurm's list"

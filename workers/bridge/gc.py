@@ -72,13 +72,14 @@ class GarbageCollector:
         temporal: Client,
         *,
         interval_seconds: float = 60.0,
-        job_view: Callable[[float], Sequence[JobInfo] | None] | None = None,
+        job_view: Callable[[float], tuple[Sequence[JobInfo], float] | None] | None = None,
     ) -> None:
         self.kube = kube
         self.slurm = slurm
         self.temporal = temporal
         self.job_view = job_view
-        """Every job as the job watcher last saw it, if it answered a poll within the given seconds; else None."""
+        """Every job as the job watcher last saw it, and when that poll was asked, if it answered within the given
+        seconds; else None."""
         self.lists = 0
         """Passes that listed Slurm's jobs themselves (the view was missing or stale)."""
         self.interval_seconds = interval_seconds
@@ -88,23 +89,20 @@ class GarbageCollector:
         self.pods_deleted = 0
         self._running: set[str] = set()
         """The running lifecycles listed at the start of the pass."""
-        self.view_asked: Callable[[], float] | None = None
-        """When the job watcher's view (``job_view``) was asked (``time.monotonic``)."""
-        self._waiting: dict[str, int] = {}
-        """Running lifecycles with a job, by id: the job id their search attribute names."""
         self._missing: dict[str, tuple[int, float]] = {}
         """Lifecycles whose job the last job list lacked: the job id, and when that was first seen."""
         self.rechecks_sent = 0
         self._next_wait = min(interval_seconds, FIRST_PASS_SECONDS)
         """Until the next pass: the first comes soon after a (new) leader starts, which may be right after a crash."""
-        self._lists_before = 0
         self._signals = asyncio.Semaphore(8)
 
-    async def _running_lifecycles(self) -> set[str]:
+    async def _running_lifecycles(self) -> tuple[set[str], dict[str, int]]:
         """Every running lifecycle's id, from one visibility query per pass (pages of 1,000): a pass at 10,000
         pending workloads described each job's workflow, 10,000 RPCs a minute to Temporal. Visibility may lag a
         start by a moment, so an id missing here is described before anything is done (``_workflow_running``).
-        An empty set when the query fails: every workflow is then described, as before."""
+        An empty set when the query fails: every workflow is then described, as before.
+
+        Also the job id (``SlinkySlurmJobId``) of each one that has a job (Pending, Binding, Running)."""
         running: set[str] = set()
         waiting: dict[str, int] = {}
         try:
@@ -118,9 +116,8 @@ class GarbageCollector:
                     waiting[wf.id] = job[0]
         except RPCError as err:
             logger.warning("listing running lifecycles failed (%s); describing each instead", err)
-            return set()
-        self._waiting = waiting
-        return running
+            return set(), {}
+        return running, waiting
 
     async def _workflow_running(self, workflow_id: str) -> bool:
         if workflow_id in self._running:
@@ -141,22 +138,24 @@ class GarbageCollector:
             return False
         return True
 
-    async def _jobs(self) -> Sequence[JobInfo]:
-        self._lists_before = self.lists
-        jobs = self.job_view(VIEW_SECONDS) if self.job_view is not None else None
-        if jobs is None:
-            self.lists += 1
-            jobs = (await self.slurm.list_jobs()).jobs
-        return jobs
+    async def _jobs(self) -> tuple[Sequence[JobInfo], float]:
+        """Every job, and when the list was asked for (``time.monotonic``): the watcher's view, or Slurm's list."""
+        view = self.job_view(VIEW_SECONDS) if self.job_view is not None else None
+        if view is not None:
+            return view
+        self.lists += 1
+        asked = time.monotonic()
+        return (await self.slurm.list_jobs()).jobs, asked
 
-    async def _recheck_lost(self, jobs: Sequence[JobInfo], asked: float) -> None:
-        """Send ``recheck`` to each lifecycle whose job two job lists lacked, the second asked (``asked``) after the
-        first was seen: the lifecycle reads Slurm itself, so a wrong guess costs one read."""
+    async def _recheck_lost(self, waiting: dict[str, int], jobs: Sequence[JobInfo], asked: float) -> None:
+        """Send ``recheck`` to each lifecycle of ``waiting`` (workflow id -> job id) whose job two job lists lacked,
+        the second asked (``asked``) after the first was seen: the lifecycle reads Slurm itself, so a wrong guess
+        costs one read."""
         owners = {job.job_id: job_owner_from_comment(job.comment) for job in jobs}
         now = time.monotonic()
         missing: dict[str, tuple[int, float]] = {}
         due = []
-        for workflow_id, job_id in self._waiting.items():
+        for workflow_id, job_id in waiting.items():
             owner = owners.get(job_id)
             if owner is not None and owner.workflow_id == workflow_id:
                 continue
@@ -170,7 +169,7 @@ class GarbageCollector:
             logger.warning(
                 "lifecycle %s waits on Slurm job %s, which Slurm no longer lists: asking it to re-check",
                 workflow_id,
-                self._waiting[workflow_id],
+                waiting[workflow_id],
             )
             if await signal_lifecycle(self.temporal, workflow_id, "recheck", None, self._signals):
                 self.rechecks_sent += 1
@@ -178,13 +177,10 @@ class GarbageCollector:
         self._next_wait = MISSING_CONFIRM_SECONDS if 0 < len(missing) <= MISSING_CONFIRM_MAX else self.interval_seconds
 
     async def run_once(self) -> None:
-        listed_at = time.monotonic()
-        self._waiting = {}
-        self._running = await self._running_lifecycles()
-        # After the listing: a lifecycle listed with a job had submitted it before the list below was asked for.
-        jobs = await self._jobs()
-        view_asked = self.view_asked() if self.view_asked is not None and self.lists == self._lists_before else None
-        await self._recheck_lost(jobs, listed_at if view_asked is None else view_asked)
+        self._running, waiting = await self._running_lifecycles()
+        # After the listing: a lifecycle listed with a job had submitted it before a list asked from now on.
+        jobs, asked = await self._jobs()
+        await self._recheck_lost(waiting, jobs, asked)
         live_by_workflow: dict[str, JobRef] = {}
         for job in jobs:
             owner = job_owner_from_comment(job.comment)

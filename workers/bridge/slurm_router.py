@@ -122,10 +122,13 @@ class SlurmJobRouter:
     def seen_within(self, seconds: float) -> bool:
         return self.watcher.seen_within(seconds)
 
-    def jobs_seen_within(self, seconds: float) -> list[JobInfo] | None:
-        """Every job as the watcher last saw it, if a poll answered within ``seconds``; else None (the
-        garbage collector's job list then comes from Slurm)."""
-        return list(self.watcher.jobs.values()) if self.watcher.seen_within(seconds) else None
+    def jobs_seen_within(self, seconds: float) -> tuple[list[JobInfo], float] | None:
+        """Every job as the watcher last saw it, and when the poll of every job that it comes from was asked
+        (``time.monotonic``), if that was answered within ``seconds``; else None (the garbage collector's job list
+        then comes from Slurm)."""
+        if not self.watcher.seen_within(seconds):
+            return None
+        return list(self.watcher.jobs.values()), self.watcher.answered_since
 
     def live_job_of(self, workflow_id: str, submission: int | None = None) -> JobInfo | None:
         """The workflow's live job, if it is that submission (an older one lost in a crash is not)."""

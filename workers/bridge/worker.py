@@ -134,7 +134,6 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
                 )
             )
         gc.job_view = router.jobs_seen_within
-        gc.view_asked = lambda: router.watcher.answered_since
         kube_acts.pods = pods
         slurm_acts.index = router
         slurm_acts.capacity = FreeNodes(router.watcher, nodes) if settings.slurm.immediate_allocation else None

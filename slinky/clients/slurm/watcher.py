@@ -675,9 +675,11 @@ class JobWatcher:
         """
         asked = time.monotonic()
         ids = self._probe_ids(asked)
-        if ids is None or ids:
+        if ids == []:
+            states: dict[int, list[str]] = {}  # nothing tracked: nothing to ask until the next probe of every job
+        else:
             self.requests["probe_all" if ids is None else "probe_tracked"] += 1
-        states = await self._counted(self._client.job_states(ids))
+            states = await self._counted(self._client.job_states(ids))
         now = time.monotonic()
         if ids is None:
             self._last_complete, self._last_complete_seconds, self._complete_wanted = now, now - asked, False

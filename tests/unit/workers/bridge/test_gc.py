@@ -76,7 +76,7 @@ async def test_a_pass_lists_running_lifecycles_once_and_describes_only_the_other
     listing lacks (visibility may lag a start: the describe has the last word)."""
     temporal = _Temporal(listed={"a", "b"}, running={"a", "b", "just-started"})
     gc = GarbageCollector(None, None, temporal)  # type: ignore[arg-type]
-    gc._running = await gc._running_lifecycles()
+    gc._running, _ = await gc._running_lifecycles()
     assert [await gc._workflow_running(w) for w in ("a", "b", "just-started", "closed")] == [True, True, True, False]
     assert temporal.described == ["just-started", "closed"]
 
@@ -84,7 +84,7 @@ async def test_a_pass_lists_running_lifecycles_once_and_describes_only_the_other
 async def test_without_the_listing_every_lifecycle_is_described() -> None:
     temporal = _Temporal(listed={"a"}, running={"a"}, fail_listing=True)
     gc = GarbageCollector(None, None, temporal)  # type: ignore[arg-type]
-    gc._running = await gc._running_lifecycles()
+    gc._running, _ = await gc._running_lifecycles()
     assert await gc._workflow_running("a")
     assert temporal.described == ["a"]
 
@@ -105,16 +105,18 @@ async def test_a_pass_reads_the_watchers_view_while_it_is_fresh_and_lists_slurm_
 
     def view(seconds: float) -> Any:
         asked.append(seconds)
-        return ["from-view"] if fresh["yes"] else None
+        return (["from-view"], 1.0) if fresh["yes"] else None
 
     slurm = _Slurm()
     gc = GarbageCollector(None, slurm, None, job_view=view)  # type: ignore[arg-type]
-    assert await gc._jobs() == ["from-view"] and slurm.lists == 0
+    assert await gc._jobs() == (["from-view"], 1.0) and slurm.lists == 0
     fresh["yes"] = False
-    assert await gc._jobs() == ["listed"] and slurm.lists == 1 == gc.lists
+    before = time.monotonic()
+    jobs, listed_at = await gc._jobs()
+    assert jobs == ["listed"] and before <= listed_at <= time.monotonic() and slurm.lists == 1 == gc.lists
     assert asked == [30.0, 30.0]
     follower = GarbageCollector(None, slurm, None)  # type: ignore[arg-type]
-    assert await follower._jobs() == ["listed"]
+    assert (await follower._jobs())[0] == ["listed"]
 
 
 async def test_a_pod_listed_before_its_lifecycle_ended_is_looked_at_again(caplog: Any) -> None:
@@ -181,12 +183,13 @@ async def test_a_lifecycle_waiting_on_a_job_slurm_lost_is_asked_to_recheck_once_
         JobInfo(job_id=9, job_state=["PENDING"], comment=job_comment_for("another")),
     ]
     gc = GarbageCollector(None, None, temporal, interval_seconds=60)  # type: ignore[arg-type]
-    gc._running = await gc._running_lifecycles()
-    await gc._recheck_lost(jobs, asked=0.0)
+    gc._running, waiting = await gc._running_lifecycles()
+    assert waiting == {"lost": 7, "fine": 8, "reused": 9}, "a lifecycle still submitting has no job to miss"
+    await gc._recheck_lost(waiting, jobs, asked=0.0)
     assert temporal.signalled == [], "one list lacking it proves nothing: it may lag the submit"
     assert gc._next_wait == 10.0
-    await gc._recheck_lost(jobs, asked=0.0)
+    await gc._recheck_lost(waiting, jobs, asked=0.0)
     assert temporal.signalled == [], "the same list again (asked before the job was found missing)"
-    await gc._recheck_lost(jobs, asked=time.monotonic())
+    await gc._recheck_lost(waiting, jobs, asked=time.monotonic())
     assert sorted(temporal.signalled) == [("lost", "recheck"), ("reused", "recheck")]
     assert gc.rechecks_sent == 2 and gc._next_wait == 60

@@ -219,5 +219,8 @@ async def test_the_garbage_collectors_view_is_the_watchers_while_fresh() -> None
     job_id = await fake.submit_job(_job())
     await _poll(router)
     view = router.jobs_seen_within(30)
-    assert view is not None and [j.job_id for j in view] == [job_id] and view[0].comment == job_comment_for(WID)
+    assert view is not None
+    jobs, asked = view
+    assert [j.job_id for j in jobs] == [job_id] and jobs[0].comment == job_comment_for(WID)
+    assert asked == router.watcher.answered_since, "with the time its poll was asked (the GC's lost-job check)"
     assert router.jobs_seen_within(0) is None, "older than asked: Slurm's own list instead"
