@@ -17,7 +17,8 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from slinky.clients.kube import KubeClient
 from slinky.clients.leader import LeaderElector, LeadershipLost
-from slinky.clients.temporal import data_converter, exit_without_finalizing
+from slinky.clients.temporal import data_converter
+from slinky.clients.temporal_rpc import exit_without_finalizing
 from slinky.config import Settings
 from slinky.telemetry import configure_logging
 from workers.health import Health, serve

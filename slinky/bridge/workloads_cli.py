@@ -18,18 +18,19 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.service import RPCError
-
 from slinky import wellknown
 from slinky.bridge.models.workload import Phase, WhyPending, workload_workflow_id
-from slinky.clients.errors import KubeNotFound
-from slinky.clients.kube import KubeClient, pod_path
-from slinky.clients.temporal import exit_without_finalizing
+from slinky.clients.temporal_rpc import (
+    QueryRejected,
+    RPCError,
+    WorkflowRow,
+    WorkflowService,
+    exit_without_finalizing,
+)
 from slinky.config import Settings
 
 WORKFLOW_TYPE = "WorkloadWorkflow"
+RUNNING = "RUNNING"
 
 
 DEFAULT_LIMIT = 100
@@ -75,12 +76,8 @@ def _run(coro: Any) -> int:
     exit_without_finalizing(asyncio.run(coro))
 
 
-async def _temporal(settings: Settings) -> Client:
-    return await Client.connect(
-        settings.temporal.address,
-        namespace=settings.temporal.namespace,
-        data_converter=pydantic_data_converter,
-    )
+async def _temporal(settings: Settings) -> WorkflowService:
+    return await WorkflowService.connect(settings.temporal.address, settings.temporal.namespace)
 
 
 def _namespace(args: argparse.Namespace, settings: Settings) -> str:
@@ -88,10 +85,14 @@ def _namespace(args: argparse.Namespace, settings: Settings) -> str:
 
 
 async def _resolve(
-    client: Client, settings: Settings, namespace: str, name: str
+    client: WorkflowService, settings: Settings, namespace: str, name: str
 ) -> tuple[list[str], dict[str, Any] | None]:
     """Workflow IDs for NAME (the pod's own lifecycle, else every lifecycle of that workload name), and the pod
     when NAME is one."""
+    # Imported here: ``list`` needs no Kubernetes client (httpx is a tenth of a second of imports).
+    from slinky.clients.errors import KubeNotFound
+    from slinky.clients.kube import KubeClient, pod_path
+
     try:
         async with KubeClient.from_kubeconfig(settings.kube.kubeconfig) as kube:
             pod = await kube.get(pod_path(namespace, name))
@@ -103,7 +104,7 @@ async def _resolve(
     except KubeNotFound:
         pass
     query = f"WorkflowType = '{WORKFLOW_TYPE}' AND SlinkyNamespace = '{namespace}' AND SlinkyWorkloadName = '{name}'"
-    return [wf.id async for wf in client.list_workflows(query)], None
+    return [wf.id for wf in await client.list(query)], None
 
 
 WHY_QUERY_SECONDS = 0.5
@@ -116,14 +117,10 @@ UNANSWERED = "unknown: the lifecycle did not answer"
 """The ``step`` of a ``why`` answered from records."""
 
 
-def why_from_records(attributes: Mapping[str, Any], pod: Mapping[str, Any] | None, error: str) -> WhyPending:
+def why_from_records(lifecycle: WorkflowRow, pod: Mapping[str, Any] | None, error: str) -> WhyPending:
     """``why`` without the lifecycle: the phase and job id from its search attributes, the reason and message
     from the pod's PodScheduled condition (which the lifecycle keeps, e.g. "Slurm job 7 is pending: Priority")."""
-
-    def first(name: str) -> str:
-        values = attributes.get(name) or [""]
-        return str(values[0])
-
+    first = lifecycle.attribute
     condition: Mapping[str, Any] = {}
     if pod is not None:
         for cond in (pod.get("status") or {}).get("conditions") or []:
@@ -145,11 +142,6 @@ def why_from_records(attributes: Mapping[str, Any], pod: Mapping[str, Any] | Non
     )
 
 
-def _sa(wf: Any, name: str) -> str:
-    values = (wf.search_attributes or {}).get(name) or [""]
-    return str(values[0])
-
-
 async def _list(args: argparse.Namespace) -> int:
     settings = Settings()
     client = await _temporal(settings)
@@ -160,22 +152,23 @@ async def _list(args: argparse.Namespace) -> int:
         query += " AND ExecutionStatus = 'Running'"
     rows = []
     limit = args.limit if args.limit and args.limit > 0 else None
-    async for wf in client.list_workflows(query, limit=limit):
+    # The total matters only when the rows fill the limit; asked beside the list, it adds no round trip.
+    counting = asyncio.ensure_future(client.count(query)) if limit else None
+    for wf in await client.list(query, limit=limit):
         rows.append(
             {
-                "namespace": _sa(wf, "SlinkyNamespace"),
-                "kind": _sa(wf, "SlinkyWorkloadKind"),
-                "name": _sa(wf, "SlinkyWorkloadName"),
-                "phase": _sa(wf, "SlinkyPhase"),
-                "job": _sa(wf, "SlinkySlurmJobId"),
-                "status": wf.status.name if wf.status else "",
+                "namespace": wf.attribute("SlinkyNamespace"),
+                "kind": wf.attribute("SlinkyWorkloadKind"),
+                "name": wf.attribute("SlinkyWorkloadName"),
+                "phase": wf.attribute("SlinkyPhase"),
+                "job": wf.attribute("SlinkySlurmJobId"),
+                "status": wf.status,
                 "workflow_id": wf.id,
             }
         )
-    if limit is not None and len(rows) == limit:
-        total = (await client.count_workflows(query)).count
-        if total > limit:
-            print(f"showing {limit} of {total} lifecycles; --limit 0 lists all", file=sys.stderr)
+    total = await counting if counting else 0
+    if limit is not None and len(rows) == limit and total > limit:
+        print(f"showing {limit} of {total} lifecycles; --limit 0 lists all", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -188,28 +181,27 @@ async def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _one(
-    args: argparse.Namespace,
-) -> tuple[Client, Settings, list[WorkflowHandle[Any, Any]], dict[str, Any] | None]:
+async def _one(args: argparse.Namespace) -> tuple[WorkflowService, Settings, list[str], dict[str, Any] | None]:
     settings = Settings()
     client = await _temporal(settings)
     ids, pod = await _resolve(client, settings, _namespace(args, settings), args.name)
     if not ids:
         print(f"no workload named {args.name!r} in namespace {_namespace(args, settings)!r}", file=sys.stderr)
-    return client, settings, [client.get_workflow_handle(i) for i in ids], pod
+    return client, settings, ids, pod
 
 
 async def _show(args: argparse.Namespace) -> int:
-    _, settings, handles, _ = await _one(args)
+    client, settings, ids, _ = await _one(args)
     out = []
-    for handle in handles:
-        desc = await handle.describe()
-        item: dict[str, Any] = {"workflow_id": handle.id, "status": desc.status.name if desc.status else ""}
-        if desc.status == WorkflowExecutionStatus.RUNNING:
-            item.update((await handle.query("why_pending", result_type=WhyPending)).model_dump(mode="json"))
+    for wid in ids:
+        desc = await client.describe(wid)
+        item: dict[str, Any] = {"workflow_id": wid, "status": desc.status}
+        if desc.status == RUNNING:
+            why = WhyPending.model_validate_json(await client.query(wid, "why_pending"))
+            item.update(why.model_dump(mode="json"))
         ui = os.environ.get("TEMPORAL_UI_URL")
         if ui:
-            item["ui"] = f"{ui}/namespaces/{settings.temporal.namespace}/workflows/{quote(handle.id, safe='')}"
+            item["ui"] = f"{ui}/namespaces/{settings.temporal.namespace}/workflows/{quote(wid, safe='')}"
         out.append(item)
     if args.json:
         print(json.dumps(out, indent=2))
@@ -218,23 +210,23 @@ async def _show(args: argparse.Namespace) -> int:
             for key, value in item.items():
                 print(f"{key:16} {value}")
             print()
-    return 0 if handles else 2
+    return 0 if ids else 2
 
 
 async def _why(args: argparse.Namespace) -> int:
-    _, _, handles, pod = await _one(args)
-    for handle in handles:
-        desc = await handle.describe()
-        if desc.status != WorkflowExecutionStatus.RUNNING:
-            print(f"{handle.id}: lifecycle {desc.status.name.lower() if desc.status else 'unknown'}")
+    client, _, ids, pod = await _one(args)
+    for wid in ids:
+        desc = await client.describe(wid)
+        if desc.status != RUNNING:
+            print(f"{wid}: lifecycle {desc.status.lower() or 'unknown'}")
             continue
         try:
-            why = await handle.query(
-                "why_pending", result_type=WhyPending, rpc_timeout=timedelta(seconds=WHY_QUERY_SECONDS)
+            why = WhyPending.model_validate_json(
+                await client.query(wid, "why_pending", timeout=timedelta(seconds=WHY_QUERY_SECONDS))
             )
-        except RPCError as err:
+        except (RPCError, QueryRejected) as err:
             # No worker answered in time (all busy, or none running): what the lifecycle last published.
-            why = why_from_records(desc.search_attributes, pod, str(err))
+            why = why_from_records(desc, pod, str(err))
         if args.json:
             print(json.dumps(why.model_dump(mode="json")))
             continue
@@ -242,7 +234,7 @@ async def _why(args: argparse.Namespace) -> int:
         if why.step.startswith(UNANSWERED):
             condition = f"{why.reason}: {why.message}" if why.reason else "none"
             print(
-                f"{', '.join(why.pods) or handle.id}: phase {why.phase}, {job}. The lifecycle did not answer within"
+                f"{', '.join(why.pods) or wid}: phase {why.phase}, {job}. The lifecycle did not answer within"
                 f" {WHY_QUERY_SECONDS:g} s (its worker is busy or down); the pod's PodScheduled condition: {condition}"
             )
             continue
@@ -251,12 +243,12 @@ async def _why(args: argparse.Namespace) -> int:
             f"{', '.join(why.pods)}: phase {why.phase}, step {why.step}, {job}"
             f" ({why.slurm_state or 'not seen'}){reason}. {why.message}"
         )
-    return 0 if handles else 2
+    return 0 if ids else 2
 
 
 async def _cancel(args: argparse.Namespace) -> int:
-    _, _, handles, _ = await _one(args)
-    for handle in handles:
-        await handle.cancel()
-        print(f"cancel requested: {handle.id} (pod deleted, Slurm job cancelled, finalizer removed)")
-    return 0 if handles else 2
+    client, _, ids, _ = await _one(args)
+    for wid in ids:
+        await client.cancel(wid)
+        print(f"cancel requested: {wid} (pod deleted, Slurm job cancelled, finalizer removed)")
+    return 0 if ids else 2

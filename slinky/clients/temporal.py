@@ -1,5 +1,5 @@
-"""What every process with a Temporal client shares: the workers' data converter (pydantic, as
-``temporalio.contrib.pydantic``'s, built once) and the way out of a process without finalizing.
+"""The workers' data converter (pydantic, as ``temporalio.contrib.pydantic``'s, built once). The way out of a
+process without finalizing is ``slinky.clients.temporal_rpc.exit_without_finalizing``.
 
 temporalio 1.35 builds a new data converter for every workflow activation, and another for each command with its
 own serialization context (an activity's); each one constructs its payload converter afresh: a pydantic
@@ -15,11 +15,7 @@ type-adapter cache (an ``lru_cache``, safe across the workflow threads).
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import os
-import sys
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar
 
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter
@@ -41,19 +37,3 @@ class SharedPydanticPayloadConverter(PydanticPayloadConverter):
 
 data_converter = DataConverter(payload_converter_class=SharedPydanticPayloadConverter)
 """What workers and tests pass as ``data_converter``: ``pydantic_data_converter`` with a shared converter."""
-
-
-def exit_without_finalizing(code: int) -> NoReturn:
-    """Exit with ``code`` once the work is done, without the interpreter's finalization.
-
-    temporalio's Rust threads may still complete a call (one cancelled at shutdown, a client's last RPC) and take
-    the GIL to hand back its result; if the interpreter is finalizing by then, CPython 3.11 aborts the process
-    ("Fatal Python error: PyGILState_Release ... finalizing", exit -6): seen after short CLI commands and, under
-    load, when a worker stopped on SIGTERM. Callers have stopped and closed their clients; only the logs and the
-    standard streams need flushing.
-    """
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)

@@ -32,7 +32,7 @@ from temporalio.service import RPCError
 from slinky import wellknown
 from slinky.clients.errors import KubeNotFound, SlinkyError
 from slinky.clients.kube import KubeClient
-from slinky.clients.temporal import exit_without_finalizing
+from slinky.clients.temporal_rpc import exit_without_finalizing
 from slinky.config import Settings
 from slinky.operator.api.base import API_VERSION, Condition
 from slinky.operator.api.nodeset import NodeSet

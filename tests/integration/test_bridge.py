@@ -274,6 +274,19 @@ def test_all_nodes_full_then_a_node_frees(
     assert why.pods == [f"{ns}/fifth"]
     said = slinky("workloads", "why", "fifth", "-n", ns, env=dev_env)
     assert f"{ns}/fifth: phase Pending, step wait_allocation, Slurm job {job['job_id']} (PENDING)" in said, said
+
+    def listed() -> dict[str, str] | None:  # visibility follows the search attributes a moment later
+        rows = json.loads(slinky("workloads", "list", "-n", ns, "--json", env=dev_env))
+        row = next((r for r in rows if r["name"] == "fifth"), None)
+        return row if row and row["phase"] == "Pending" else None
+
+    row = eventually(listed, timeout=10, what="the pending pod listed")
+    assert (row["kind"], row["job"], row["status"], row["workflow_id"]) == (
+        "Pod",
+        str(job["job_id"]),
+        "RUNNING",
+        wid(pod),
+    )
     with worker_killed():  # no worker to run the query: the answer comes from what the lifecycle published
         started = time.monotonic()
         said = slinky("workloads", "why", "fifth", "-n", ns, env=dev_env)

@@ -1,12 +1,9 @@
 """``slinky.clients.temporal``: the workers' converter writes what the stock pydantic converter writes, and builds
-its state once however many data converters temporalio makes; a process leaves without finalizing."""
+its state once however many data converters temporalio makes."""
 
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
-from pathlib import Path
 
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -30,21 +27,3 @@ def test_every_data_converter_shares_one_payload_state() -> None:
     assert first.payload_converter is not second.payload_converter
     a, b = SharedPydanticPayloadConverter(), SharedPydanticPayloadConverter()
     assert a.converters is b.converters
-
-
-def test_exit_without_finalizing_flushes_the_logs_and_exits_with_the_code() -> None:
-    """The process exits with its code and its last output, and skips finalization (no atexit hook runs)."""
-    script = (
-        "import atexit, logging, sys\n"
-        "from slinky.clients.temporal import exit_without_finalizing\n"
-        "logging.basicConfig(stream=sys.stderr, level=logging.INFO)\n"
-        "atexit.register(lambda: print('finalized', flush=True))\n"
-        "print('buffered', end='')\n"
-        "logging.getLogger('t').info('last words')\n"
-        "exit_without_finalizing(3)\n"
-    )
-    repo = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=repo, timeout=60)
-    assert done.returncode == 3
-    assert done.stdout == "buffered"
-    assert "last words" in done.stderr

@@ -7,6 +7,7 @@ import pytest
 from slinky.bridge.models.workload import Phase
 from slinky.bridge.workloads_cli import DEFAULT_LIMIT, UNANSWERED, why_from_records
 from slinky.cli import build_parser
+from slinky.clients.temporal_rpc import WorkflowRow
 
 
 @pytest.mark.parametrize(
@@ -45,7 +46,8 @@ def test_why_without_the_lifecycle_reads_the_search_attributes_and_the_pods_cond
             ]
         },
     }
-    why = why_from_records({"SlinkyPhase": ["Pending"], "SlinkySlurmJobId": ["7"]}, pod, "deadline exceeded")
+    lifecycle = WorkflowRow("workload/ns/u", "r", "RUNNING", {"SlinkyPhase": "Pending", "SlinkySlurmJobId": "7"})
+    why = why_from_records(lifecycle, pod, "deadline exceeded")
     assert (why.phase, why.job_id, why.reason, why.message, why.pods) == (
         Phase.PENDING,
         7,
@@ -57,5 +59,5 @@ def test_why_without_the_lifecycle_reads_the_search_attributes_and_the_pods_cond
 
 
 def test_why_without_the_lifecycle_or_the_pod_says_what_little_it_knows() -> None:
-    why = why_from_records({}, None, "no poller")
+    why = why_from_records(WorkflowRow("workload/ns/u", "r", "RUNNING"), None, "no poller")
     assert (why.phase, why.job_id, why.reason, why.pods) == (Phase.SUBMITTING, None, "", [])
