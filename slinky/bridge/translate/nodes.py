@@ -8,6 +8,7 @@ required node that goes away fails every job naming it (upstream slurm-bridge #4
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -112,6 +113,16 @@ def tolerates_node(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
 def node_fits(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     """Whether Kubernetes would let the pod run on the node (selection and taints)."""
     return matches_node_selection(pod, node) and tolerates_node(pod, node)
+
+
+def placement_key(pod: Mapping[str, Any]) -> str:
+    """All that :func:`node_fits` reads of a pod, as text: pods with the same key fit the same nodes (a gang's
+    members mostly share one, so its nodes are checked once, not once per member)."""
+    spec = pod.get("spec") or {}
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    return json.dumps([spec.get("nodeSelector"), required, spec.get("tolerations")], sort_keys=True)
 
 
 def excluded_nodes(

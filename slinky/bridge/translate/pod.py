@@ -20,7 +20,7 @@ from slinky import wellknown
 from slinky.bridge.models import SlurmJobSpec, TranslateDefaults, TranslationResult
 from slinky.bridge.translate.annotations import parse_annotations
 from slinky.bridge.translate.errors import ConflictingAnnotations, InvalidPodSpec
-from slinky.bridge.translate.nodes import excluded_nodes
+from slinky.bridge.translate.nodes import excluded_nodes, placement_key
 from slinky.bridge.translate.resources import translate_resources
 
 KIND_JOB: Final = "Job"
@@ -129,7 +129,9 @@ def translate_group(
         time_limit = min((t for t in limits if t is not None), default=None)
     gpus = _max_or_none(r.gpus for r in per_pod)
     excluded: set[str] = set()
-    for pod in pods:
+    # The nodes are checked once per distinct placement, not per member: a 1,000-pod gang on 1,000 nodes took
+    # 2.3 s (a million node checks), and held its lifecycle's workflow task 7.5 s on a busy machine.
+    for pod in {placement_key(pod): pod for pod in pods}.values():
         excluded.update(excluded_nodes(pod, nodes, slurm_nodes=slurm_nodes))
     size = len(pods)
     values: dict[str, Any] = {

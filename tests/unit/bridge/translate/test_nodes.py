@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from slinky import wellknown
-from slinky.bridge.translate.nodes import excluded_nodes, node_fits, slurm_node_name
+from slinky.bridge.translate.nodes import excluded_nodes, node_fits, placement_key, slurm_node_name
 from tests.builders import make_node, make_pod, make_taint, make_toleration
 
 
@@ -176,3 +176,13 @@ def test_excluded_nodes_keeps_only_nodes_slurm_knows() -> None:
 
 def test_no_nodes_no_exclusions() -> None:
     assert excluded_nodes(make_pod(node_selector={"zone": "a"}), []) == ()
+
+
+def test_the_placement_key_holds_what_node_fits_reads_and_nothing_else() -> None:
+    a = make_pod("a", node_selector={"zone": "a"}, tolerations=[make_toleration("gpu")], cpu="1")
+    b = make_pod("b", node_selector={"zone": "a"}, tolerations=[make_toleration("gpu")], cpu="2")
+    assert placement_key(a) == placement_key(b)  # name and resources do not decide the nodes
+    assert placement_key(a) != placement_key(make_pod("c", node_selector={"zone": "b"}))
+    assert placement_key(a) != placement_key(make_pod("d", node_selector={"zone": "a"}))  # no toleration
+    term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+    assert placement_key(make_pod("e", node_affinity_terms=[term])) != placement_key(make_pod("f"))

@@ -338,3 +338,32 @@ def test_translation_error_pickles_with_its_attributes() -> None:
 
     assert type(copy) is InvalidAnnotation
     assert (copy.annotation, copy.reason, str(copy)) == (error.annotation, error.reason, str(error))
+
+
+def test_a_gang_excludes_the_nodes_any_member_does_not_fit_checking_each_placement_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Members with the same selector, affinity and tolerations fit the same nodes: a 1,000-pod gang on 1,000 nodes
+    is checked against each node once per distinct placement, and the union of the exclusions is kept."""
+    from slinky.bridge.translate import nodes as node_rules
+    from slinky.bridge.translate import translate_group
+
+    checks: list[str] = []
+    fits = node_rules.node_fits
+
+    def counted(pod: dict[str, Any], node: dict[str, Any]) -> bool:
+        checks.append(pod["metadata"]["name"])
+        return fits(pod, node)
+
+    monkeypatch.setattr(node_rules, "node_fits", counted)
+    nodes = [make_node("n-a", labels={"zone": "a"}), make_node("n-b", labels={"zone": "b"}), make_node("n-c")]
+    members = [make_pod(f"m{i}", node_selector={"zone": "a"}) for i in range(50)]
+    members.append(make_pod("odd", node_selector={"zone": "b"}))
+    spec = translate_group(members, settings=DEFAULTS, annotation_source={"metadata": {}}, nodes=nodes).spec
+    assert spec.excluded_nodes == ("n-a", "n-b", "n-c")
+    assert (spec.min_nodes, spec.max_nodes) == (51, 51)
+    assert len(checks) == 2 * len(nodes)  # two placements, not 51 members
+
+    same = [make_pod(f"s{i}", node_selector={"zone": "a"}) for i in range(3)]
+    spec = translate_group(same, settings=DEFAULTS, annotation_source={"metadata": {}}, nodes=nodes).spec
+    assert spec.excluded_nodes == ("n-b", "n-c")
