@@ -84,6 +84,13 @@ class WorkerSettings(BaseModel):
         "default: only without leader election, since with it the replicas share the lifecycles.",
     )
 
+    batch_pod_events: bool = Field(
+        True,
+        description="Send a lifecycle's pod events that come together (a gang created or deleted at once) as one "
+        "pod_events signal; turn off while replicas of a version without that signal still run (docs/bridge.md, "
+        '"Upgrading").',
+    )
+
     def eager_start_or_default(self, leader_election: bool) -> bool:
         return (not leader_election) if self.eager_start is None else self.eager_start
 

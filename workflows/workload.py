@@ -223,6 +223,13 @@ class WorkloadWorkflow:
         self.dirty = True
 
     @workflow.signal
+    def pod_events(self, events: list[PodEvent]) -> None:
+        """Several pods' events at once, in order: the pod watcher sends a burst for one lifecycle (a gang's members
+        created or deleted together) as one signal, one history event instead of one per pod."""
+        for event in events:
+            self.pod_event(event)
+
+    @workflow.signal
     def job_event(self, event: JobEvent) -> None:
         # Kept by id: the watcher may report the job before the submit result is recorded here.
         self.jobs_seen[event.job_id] = event

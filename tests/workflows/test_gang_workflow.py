@@ -216,6 +216,30 @@ async def test_members_arriving_in_the_first_workflow_task_all_count(run_workloa
     assert fakes.args("build_job_spec")[0].pods == [POD, POD2]
 
 
+async def test_members_batched_in_one_signal_count_and_leave_together(run_workload: Any, fakes: FakeActivities) -> None:
+    """The pod watcher sends a lifecycle's burst as one ``pod_events`` signal (a gang created or deleted at once):
+    every member counts, as with one ``pod_event`` each, and the history has one event per burst."""
+    gang_fakes(fakes)
+    joined = [PodEvent(uid=p.uid, name=p.name, kind=PodEventKind.ADDED) for p in (POD, POD2)]
+    async with run_workload(gang_input(), start_signal="pod_events", start_signal_args=[joined]) as handle:
+        why = await step_is(handle, "wait_allocation")
+        assert why.pods == [POD.key, POD2.key] and why.missing_members == 0
+        await job_event(handle, "RUNNING", "None", "slurm-1", "slurm-2")
+        await step_is(handle, "running")
+        gone = [PodEvent(uid=p.uid, name=p.name, kind=PodEventKind.TERMINAL, phase="Succeeded") for p in (POD, POD2)]
+        await handle.signal(WorkloadWorkflow.pod_events, gone)
+        assert await handle.result() == "the workload ended"
+        history = await handle.fetch_history()
+        await replays(handle)
+    assert fakes.args("build_job_spec")[0].pods == [POD, POD2]
+    signals = [
+        e.workflow_execution_signaled_event_attributes.signal_name
+        for e in history.events
+        if e.HasField("workflow_execution_signaled_event_attributes")
+    ]
+    assert signals.count("pod_events") == 2 and "pod_event" not in signals
+
+
 # ---------------------------------------------------------------------------------------- lost before start
 async def test_member_deleted_while_pending_cancels_and_resubmits_with_a_new_member(
     run_workload: Any, fakes: FakeActivities

@@ -40,7 +40,7 @@ from slinky.bridge.models.workload import PodEvent, PodEventKind, PodRef, Worklo
 from slinky.clients.errors import KubeError, KubeNotFound
 from slinky.clients.events import EventRecorder, pod_event
 from slinky.clients.kube import KubeClient, Obj
-from workers.bridge.signals import TRANSIENT, retry_delay, signal_lifecycle
+from workers.bridge.signals import TRANSIENT, Coalescer, retry_delay, signal_lifecycle
 
 logger = logging.getLogger(__name__)
 START_CONCURRENCY = 32
@@ -119,6 +119,7 @@ class PodWatcher:
         events: EventRecorder | None = None,
         safety_recheck_seconds: float = 300.0,
         eager_start: bool = True,
+        batch_pod_events: bool = True,
     ) -> None:
         self.kube = kube
         self.eager_start = eager_start
@@ -136,6 +137,10 @@ class PodWatcher:
         self.signals_sent = 0
         self.pending: dict[str, Obj] = {}
         """Unbound live pods as last seen: translation reads them here (activities.kube.PodCache)."""
+        self.batch_pod_events = batch_pod_events
+        """A lifecycle's events that come together go as one ``pod_events`` signal (docs/bridge.md, "Upgrading")."""
+        self._events: Coalescer[PodEvent] = Coalescer(self._signal, self._spawn)
+        self._joins: Coalescer[tuple[Obj, PodRef, GroupRef]] = Coalescer(self._join, self._spawn)
 
     def recheck_seconds(self) -> float:
         """The safety re-check interval of a lifecycle started now: ``safety_recheck_seconds``, or longer when the
@@ -222,7 +227,10 @@ class PodWatcher:
         if unbound and not (now.deleting or now.terminal) and not now.started:
             # Also on the first sight after a restart: starting an existing lifecycle is a no-op.
             now.managed = now.started = True
-            self._spawn(self._start(pod, ref, workflow_id, group))
+            if group is not None and self.batch_pod_events:
+                self._joins.put(workflow_id, (pod, ref, group))
+            else:
+                self._spawn(self._start(workflow_id, [(pod, ref)], group))
         self.seen[uid] = now
         if not now.managed:
             return
@@ -278,13 +286,24 @@ class PodWatcher:
             phase=(pod or {}).get("status", {}).get("phase", "") if pod else "",
             node_name=pods.node_name(pod) if pod else "",
         )
-        self._spawn(self._signal(workflow_id, event))
+        if self.batch_pod_events:
+            self._events.put(workflow_id, event)
+        else:
+            self._spawn(self._signal(workflow_id, [event]))
 
-    async def _signal(self, workflow_id: str, event: PodEvent) -> None:
-        if await signal_lifecycle(self.temporal, workflow_id, "pod_event", event, self._sem):
+    async def _signal(self, workflow_id: str, events: list[PodEvent]) -> None:
+        """One signal: ``pod_event`` for one event, ``pod_events`` for several."""
+        name, arg = ("pod_event", events[0]) if len(events) == 1 else ("pod_events", events)
+        if await signal_lifecycle(self.temporal, workflow_id, name, arg, self._sem):
             self.signals_sent += 1
 
-    async def _start(self, pod: Obj, ref: PodRef, workflow_id: str, group: GroupRef | None) -> None:
+    async def _join(self, workflow_id: str, members: list[tuple[Obj, PodRef, GroupRef]]) -> None:
+        """Gang members that arrived together join their lifecycle with one signal-with-start."""
+        await self._start(workflow_id, [(pod, ref) for pod, ref, _ in members], members[0][2])
+
+    async def _start(self, workflow_id: str, members: list[tuple[Obj, PodRef]], group: GroupRef | None) -> None:
+        """Start the lifecycle, or (a gang) signal its members' arrival to the running one."""
+        pod, ref = members[0]
         if group is None:
             kind, name = owner_kind(pod)
             size = 1
@@ -296,7 +315,8 @@ class PodWatcher:
                 # claimed the pod still gets its events.
                 info, problem = await self._read_group(group, pod)
                 if info is None:
-                    logger.warning("not restarting the lifecycle of %s: %s", ref.key, problem or "read failed")
+                    keys = ", ".join(r.key for _, r in members)
+                    logger.warning("not restarting the lifecycle of %s: %s", keys, problem or "read failed")
                     return
             kind, name, size = group.kind, group.name, info.min_member
         attributes = TypedSearchAttributes(
@@ -317,16 +337,6 @@ class PodWatcher:
             defaults=self.defaults,
             safety_recheck_seconds=self.recheck_seconds(),
         )
-        # A gang member joins with signal-with-start; a single pod starts eagerly on this worker (unless the
-        # replicas share the lifecycles: then the task queue hands it to whichever polls first).
-        extra: dict[str, Any] = (
-            {
-                "start_signal": "pod_event",
-                "start_signal_args": [PodEvent(uid=ref.uid, name=ref.name, kind=PodEventKind.ADDED)],
-            }
-            if group is not None
-            else {"id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING, "request_eager_start": self.eager_start}
-        )
         async with self._sem:  # held while backing off: a rate-limited frontend gets fewer calls, not more
             attempt = 0
             while True:
@@ -340,7 +350,7 @@ class PodWatcher:
                         # terminate, or a gang whose members all left and came back).
                         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                         search_attributes=attributes,
-                        **extra,
+                        **self._start_options(members, group),
                     )
                     self.started += 1
                     telemetry.WORKFLOWS_STARTED.inc()
@@ -349,16 +359,32 @@ class PodWatcher:
                     return
                 except RPCError as err:
                     attempt += 1
-                    if ref.uid not in self.pending:
+                    members = [(p, r) for p, r in members if r.uid in self.pending]
+                    if not members:
                         return  # bound, deleting or gone meanwhile: no lifecycle to start
                     if err.status not in TRANSIENT and attempt >= START_ATTEMPTS:
-                        # Not a passing failure: the pod's next change (or a restart) tries again.
+                        # Not a passing failure: the pods' next change (or a restart) tries again.
                         logger.error("start %s failed (%s) after %d attempts", workflow_id, err, attempt)
-                        if ref.uid in self.seen:
-                            self.seen[ref.uid].started = False
+                        for _, r in members:
+                            if r.uid in self.seen:
+                                self.seen[r.uid].started = False
                         return
                     # A pending pod needs its lifecycle: while Temporal rate-limits or is unavailable, keep trying.
                     delay = retry_delay("start", err, attempt - 1)
                     logger.warning("start %s failed (%s), attempt %d; again in %.1fs", workflow_id, err.status,
                                    attempt, delay)  # fmt: skip
                     await asyncio.sleep(delay)
+
+    def _start_options(self, members: list[tuple[Obj, PodRef]], group: GroupRef | None) -> dict[str, Any]:
+        """A gang's members join with signal-with-start (one signal for all that came together); a single pod
+        starts eagerly on this worker (unless the replicas share the lifecycles: then the task queue hands it to
+        whichever polls first)."""
+        if group is None:
+            return {
+                "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
+                "request_eager_start": self.eager_start,
+            }
+        events = [PodEvent(uid=ref.uid, name=ref.name, kind=PodEventKind.ADDED) for _, ref in members]
+        if len(events) == 1:
+            return {"start_signal": "pod_event", "start_signal_args": events}
+        return {"start_signal": "pod_events", "start_signal_args": [events]}

@@ -125,6 +125,7 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
             # A lifecycle started eagerly runs on this replica (and stays there); with followers it goes to
             # the task queue, so that whichever replica polls first takes it.
             eager_start=settings.worker.eager_start_or_default(settings.leader_election.enabled),
+            batch_pod_events=settings.worker.batch_pod_events,
         )
         if settings.telemetry.metrics_port:
             telemetry.REGISTRY.register(

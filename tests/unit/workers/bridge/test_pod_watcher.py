@@ -15,7 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.kube import KubeActivities
 from slinky import telemetry, wellknown
 from slinky.bridge.models.jobspec import TranslateDefaults
-from slinky.bridge.models.workload import BuildSpecInput, PodRef, PodsInput
+from slinky.bridge.models.workload import BuildSpecInput, PodEventKind, PodRef, PodsInput
 from slinky.clients.kube import KubeClient, KubeConfig
 from slinky.config import WorkerSettings
 from tests.builders import StaticNodes, make_pod
@@ -389,3 +389,81 @@ async def test_the_safety_recheck_interval_grows_with_the_pods_followed() -> Non
     await _settle(watcher)
     by_pod = {i.pod.name: i.safety_recheck_seconds for i in temporal.inputs}
     assert by_pod == {"first": 300.0, "late": 1000.1}
+
+
+class _Recorder:
+    """Starts (signal-with-start included) and signals, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+
+    async def start_workflow(self, *args: Any, **kwargs: Any) -> None:
+        self.calls.append(("start", kwargs.get("start_signal", ""), kwargs.get("start_signal_args")))
+        await asyncio.sleep(0.01)  # an RPC: what arrives meanwhile waits for the next send
+
+    def get_workflow_handle(self, workflow_id: str) -> Any:
+        calls = self.calls
+
+        class _Handle:
+            async def signal(self, name: str, arg: Any) -> None:
+                calls.append(("signal", name, arg))
+                await asyncio.sleep(0.01)
+
+        return _Handle()
+
+
+def _gang_kube() -> KubeClient:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if "podgroups/g" in request.url.path:
+            return httpx.Response(200, json={"metadata": {"uid": "pg", "name": "g"}, "spec": {"minMember": 300}})
+        return httpx.Response(404, json={"kind": "Status", "reason": "NotFound"})
+
+    return KubeClient(KubeConfig(server="https://kube.test", ssl_context=False), transport=httpx.MockTransport(handler))
+
+
+@pytest.mark.parametrize("batch", [True, False])
+async def test_a_gang_created_and_deleted_at_once_is_a_few_signals_not_one_per_pod(batch: bool) -> None:
+    """300 members in one relist join with one signal-with-start carrying them all (``pod_events``); their
+    deletion is one ``pod_events`` signal too. With batching off (a rollout with older replicas) each pod is its
+    own ``pod_event``, as before."""
+    kube = _gang_kube()
+    temporal = _Recorder()
+    watcher = _watcher(kube, temporal, batch_pod_events=batch)
+    members = [make_pod(f"m{i}", uid=f"u{i}", labels={wellknown.LABEL_POD_GROUP: "g"}) for i in range(300)]
+    watcher.observe("ADDED", members[0])  # reads the PodGroup, then observes the pod again
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if temporal.calls:
+            break
+    for pod in members[1:]:
+        watcher.observe("ADDED", pod)
+    await _settle_all(watcher)
+    for i, pod in enumerate(members):  # the lifecycle bound and labelled them; now they are deleted together
+        labelled = copy.deepcopy(pod)
+        labelled["metadata"]["labels"][wellknown.LABEL_SLURM_JOB_ID] = "7"
+        labelled["spec"]["nodeName"] = f"n{i}"
+        watcher.observe("MODIFIED", labelled)
+        labelled["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+        watcher.observe("MODIFIED", labelled)
+    await _settle_all(watcher)
+    await kube.aclose()
+    starts = [c for c in temporal.calls if c[0] == "start"]
+    signals = [c for c in temporal.calls if c[0] == "signal"]
+    joined = [e.uid for _, name, args in starts for e in (args[0] if name == "pod_events" else args)]
+    deleting = [e for _, name, arg in signals for e in (arg if name == "pod_events" else [arg])]
+    assert sorted(joined) == sorted(p["metadata"]["uid"] for p in members), "every member joined once"
+    assert len(deleting) == 300 and {e.kind for e in deleting} == {PodEventKind.DELETING}
+    if batch:
+        assert len(starts) <= 3 and {name for _, name, _ in starts[1:]} <= {"pod_events"}
+        assert len(signals) <= 2 and signals[-1][1] == "pod_events"
+    else:
+        assert len(starts) == 300 and {name for _, name, _ in starts} == {"pod_event"}
+        assert len(signals) == 300 and {name for _, name, _ in signals} == {"pod_event"}
+
+
+async def _settle_all(watcher: PodWatcher) -> None:
+    for _ in range(500):
+        if not watcher._tasks:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("starts and signals still under way")
