@@ -16,10 +16,9 @@ from slinky import wellknown
 from slinky.clients.errors import SlurmError
 from slinky.clients.kube import KubeClient
 from slinky.clients.slurm import Node, SlurmApi
+from slinky.clients.slurm.nodelist import NodeList
 
 logger = logging.getLogger(__name__)
-FULL_REFRESH_EVERY = 12
-"""Every 12th refresh (a minute at the default 5 s) reads every node whatever ``update_time`` says."""
 
 
 class NodeCache:
@@ -32,6 +31,7 @@ class NodeCache:
         self._nodes: dict[str, dict[str, Any]] = {}
         self._slurm_nodes: dict[str, Node] | None = None
         self._by_slurm_name: dict[str, str] = {}
+        self._slurm_list = NodeList(slurm)
         self.synced = asyncio.Event()
 
     def kube_nodes(self) -> Sequence[Mapping[str, Any]]:
@@ -78,28 +78,13 @@ class NodeCache:
                 self._put(obj["metadata"]["name"], None if kind == "DELETED" else obj)
 
     async def _refresh_slurm(self) -> None:
-        """Slurm's nodes every few seconds, read only when one changed (``update_time``; every
-        ``FULL_REFRESH_EVERY``-th refresh reads all the same): with 1,000 idle nodes the answer is a 304."""
-        since: int | None = None
-        confirm = False
-        refreshes = 0
+        """Slurm's nodes every few seconds, read only when one changed (``NodeList``: ``update_time``, and every
+        node every 12th read): with 1,000 idle nodes the answer is a 304."""
         while True:
             try:
-                # Slurm's time has a resolution of a second: a change later in the same second as an answer
-                # would read as "unchanged" at that time. So after every change one more read asks from a
-                # second earlier (a full list), and only then is a 304 trusted.
-                if since is None or refreshes % FULL_REFRESH_EVERY == 0:
-                    ask = None
-                else:
-                    ask = since - 1 if confirm else since
-                page = await self.slurm.list_nodes_since(ask)
-                if page.changed:
-                    self._slurm_nodes = {n.name: n for n in page.nodes}
-                    confirm = page.last_update != since
-                    since = page.last_update
-                else:
-                    confirm = False
-                refreshes += 1
+                nodes, changed = await self._slurm_list.read()
+                if changed:
+                    self._slurm_nodes = {n.name: n for n in nodes}
             except SlurmError as err:
                 logger.warning("slurm node refresh failed: %s", type(err).__name__)
             await asyncio.sleep(self.slurm_refresh_seconds)

@@ -18,6 +18,7 @@ from slinky.clients.kube import KubeClient
 from slinky.clients.slurm import SlurmApi, SlurmClient
 from slinky.clients.slurm.joblist import JobList
 from slinky.clients.slurm.jwt import MintedToken
+from slinky.clients.slurm.nodelist import NodeList
 from slinky.operator.api.controller import Controller
 from slinky.operator.models import ControllerKey
 
@@ -46,6 +47,8 @@ class _Entry:
     url: str
     jobs: JobList
     """The Controller's job list, shared by the node poll, the metrics rounds and the drains (see JobList)."""
+    nodes: NodeList
+    """The Controller's node list, read by its node poll with ``update_time`` (see NodeList)."""
 
 
 class SlurmClients:
@@ -135,7 +138,7 @@ class SlurmClients:
                 holder = {"key": signing}
                 token = MintedToken(read_key=lambda: holder["key"])
                 client = SlurmClient(url, token=token)
-                entry = _Entry(client, holder, now, url, JobList(client))
+                entry = _Entry(client, holder, now, url, JobList(client), NodeList(client))
                 self._entries[(key.namespace, key.name)] = entry
             entry.key["key"], entry.read_at = signing, now
         return entry.client
@@ -144,6 +147,11 @@ class SlurmClients:
         """The job list of `key`'s client (the one `client` returns), shared by every reader in this process."""
         await self.client(key)
         return self._entries[(key.namespace, key.name)].jobs
+
+    async def node_list(self, key: ControllerKey) -> NodeList:
+        """The node list of `key`'s client (the one `client` returns)."""
+        await self.client(key)
+        return self._entries[(key.namespace, key.name)].nodes
 
     async def aclose(self) -> None:
         for entry in self._entries.values():

@@ -1,6 +1,6 @@
-"""The shared Slurm node poll: one loop per Controller (``GET nodes`` every ``node_poll_seconds``; the job list
-only while a node of ours is busy, or was), for every NodeSet and every scale-in of that Controller. A node
-that changed wakes the NodeSets of its pods and signals the scale-in workflow that holds its pod.
+"""The shared Slurm node poll: one loop per Controller (``GET nodes?update_time=`` every ``node_poll_seconds``;
+the job list only while a node of ours is busy, or was), for every NodeSet and every scale-in of that Controller.
+A node that changed wakes the NodeSets of its pods and signals the scale-in workflow that holds its pod.
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ class NodePolls:
             started = time.monotonic()
             try:
                 slurm = await self.slurm.client(controller)
-                listed = await slurm.list_nodes()
+                # Asked with update_time: with 1,000 idle nodes a 304 instead of 3 MB every second (NodeList).
+                listed, _ = await (await self.slurm.node_list(controller)).read()
                 state.polls += 1
                 ours = self._hostnames(controller)
                 jobs: dict[str, slurm_state.NodeJobs] = {}
