@@ -193,3 +193,39 @@ async def test_a_lifecycle_waiting_on_a_job_slurm_lost_is_asked_to_recheck_once_
     await gc._recheck_lost(waiting, jobs, asked=time.monotonic())
     assert sorted(temporal.signalled) == [("lost", "recheck"), ("reused", "recheck")]
     assert gc.rechecks_sent == 2 and gc._next_wait == 60
+
+
+async def test_a_lifecycle_whose_pods_are_being_deleted_is_not_asked_to_recheck() -> None:
+    """Deleting 10,000 workloads at once: each lifecycle cancels its job, which leaves Slurm's list while the
+    lifecycle finishes its cleanup with its last published phase still Pending. Only a lifecycle with a live pod is
+    waiting on its job: the others were sent 400 needless re-checks in one such run."""
+    import httpx
+
+    from slinky import wellknown
+    from slinky.clients.kube import KubeClient, KubeConfig
+
+    def pod(name: str, workflow_id: str, deleting: bool) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "name": name, "namespace": "ns", "uid": f"uid-{name}",
+            "labels": {wellknown.LABEL_SLURM_JOB_ID: "1"},
+            "annotations": {wellknown.ANNOTATION_WORKFLOW_ID: workflow_id},
+        }  # fmt: skip
+        if deleting:
+            meta["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+        return {"metadata": meta, "spec": {}, "status": {"phase": "Pending"}}
+
+    items = [pod("a", "lost", False), pod("b", "leaving", True)]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/api/v1/pods"
+        return httpx.Response(200, json={"items": items})
+
+    kube = KubeClient(KubeConfig(server="https://kube.test", ssl_context=False), transport=httpx.MockTransport(handler))
+    temporal = _Temporal(listed={"lost", "leaving"}, running=set(), jobs={"lost": 7, "leaving": 8})
+    clock = {"asked": 0.0}
+    gc = GarbageCollector(kube, None, temporal, job_view=lambda _: ([], clock["asked"]))  # type: ignore[arg-type]
+    await gc.run_once()
+    clock["asked"] = time.monotonic() + 1
+    await gc.run_once()
+    await kube.aclose()
+    assert temporal.signalled == [("lost", "recheck")]
