@@ -20,9 +20,11 @@ from urllib.parse import quote
 
 from slinky import wellknown
 from slinky.bridge.models.workload import Phase, WhyPending, workload_workflow_id
+from slinky.clients.errors import KubeError
 from slinky.clients.temporal_rpc import (
     QueryRejected,
     RPCError,
+    TemporalUnreachable,
     WorkflowRow,
     WorkflowService,
     exit_without_finalizing,
@@ -73,7 +75,13 @@ def _common(cmd: argparse.ArgumentParser) -> None:
 
 
 def _run(coro: Any) -> int:
-    exit_without_finalizing(asyncio.run(coro))
+    """Run a command; what goes wrong on the way to Temporal or the API server is one line on stderr, exit 1."""
+    try:
+        code = asyncio.run(coro)
+    except (TemporalUnreachable, RPCError, KubeError) as err:
+        print(f"slinky workloads: {err}", file=sys.stderr)
+        code = 1
+    exit_without_finalizing(code)
 
 
 async def _temporal(settings: Settings) -> WorkflowService:

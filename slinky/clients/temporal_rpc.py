@@ -35,6 +35,7 @@ from temporalio.service import ConnectConfig, RPCError, ServiceClient
 __all__ = [
     "QueryRejected",
     "RPCError",
+    "TemporalUnreachable",
     "WorkflowRow",
     "WorkflowService",
     "decode_payload",
@@ -46,6 +47,10 @@ _STATUS_PREFIX = "WORKFLOW_EXECUTION_STATUS_"
 
 class QueryRejected(Exception):
     """The workflow did not run the query (its status did not allow it)."""
+
+
+class TemporalUnreachable(Exception):
+    """No connection to the frontend (wrong address, or Temporal down)."""
 
 
 def decode_payload(payload: Payload) -> Any:
@@ -97,7 +102,11 @@ class WorkflowService:
 
     @classmethod
     async def connect(cls, address: str, namespace: str) -> WorkflowService:
-        return cls(await ServiceClient.connect(ConnectConfig(target_host=address)), namespace)
+        try:
+            service = await ServiceClient.connect(ConnectConfig(target_host=address))
+        except RuntimeError as err:  # how the SDK's core reports a failed connect
+            raise TemporalUnreachable(f"cannot reach Temporal at {address}: {err}") from err
+        return cls(service, namespace)
 
     async def list(self, query: str, limit: int | None = None) -> list[WorkflowRow]:
         """Executions matching a visibility query, in visibility's order; at most ``limit``."""

@@ -61,3 +61,20 @@ def test_why_without_the_lifecycle_reads_the_search_attributes_and_the_pods_cond
 def test_why_without_the_lifecycle_or_the_pod_says_what_little_it_knows() -> None:
     why = why_from_records(WorkflowRow("workload/ns/u", "r", "RUNNING"), None, "no poller")
     assert (why.phase, why.job_id, why.reason, why.pods) == (Phase.SUBMITTING, None, "", [])
+
+
+def test_an_unreachable_temporal_is_one_line_on_stderr_and_exit_1() -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "SLINKY_TEMPORAL__ADDRESS": "127.0.0.1:1"}
+    repo = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, "-m", "slinky.cli", "workloads", "list"],
+        capture_output=True, text=True, cwd=repo, env=env, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("slinky workloads: cannot reach Temporal at 127.0.0.1:1: "), done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
