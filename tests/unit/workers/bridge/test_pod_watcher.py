@@ -275,12 +275,14 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return asked
 
 
-async def _settle(watcher: PodWatcher) -> None:
-    for _ in range(200):
+async def _settle(watcher: PodWatcher, step: float = 0.0, tries: int = 200) -> None:
+    """Until the watcher's starts and signals ended: ``tries`` yields ``step`` seconds apart (0: the patched sleeps
+    of the backoff tests; real time for the signals' send interval)."""
+    for _ in range(tries):
         if not watcher._tasks:
             return
-        await asyncio.sleep(0)
-    raise AssertionError("the start did not end")
+        await asyncio.sleep(step)
+    raise AssertionError("starts and signals still under way")
 
 
 def _retries(call: str, status: str) -> float:
@@ -437,7 +439,7 @@ async def test_a_gang_created_and_deleted_at_once_is_a_few_signals_not_one_per_p
             break
     for pod in members[1:]:
         watcher.observe("ADDED", pod)
-    await _settle_all(watcher)
+    await _settle(watcher, 0.01, 500)
     for i, pod in enumerate(members):  # the lifecycle bound and labelled them; now they are deleted together
         labelled = copy.deepcopy(pod)
         labelled["metadata"]["labels"][wellknown.LABEL_SLURM_JOB_ID] = "7"
@@ -445,7 +447,7 @@ async def test_a_gang_created_and_deleted_at_once_is_a_few_signals_not_one_per_p
         watcher.observe("MODIFIED", labelled)
         labelled["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
         watcher.observe("MODIFIED", labelled)
-    await _settle_all(watcher)
+    await _settle(watcher, 0.01, 500)
     await kube.aclose()
     starts = [c for c in temporal.calls if c[0] == "start"]
     signals = [c for c in temporal.calls if c[0] == "signal"]
@@ -459,11 +461,3 @@ async def test_a_gang_created_and_deleted_at_once_is_a_few_signals_not_one_per_p
     else:
         assert len(starts) == 300 and {name for _, name, _ in starts} == {"pod_event"}
         assert len(signals) == 300 and {name for _, name, _ in signals} == {"pod_event"}
-
-
-async def _settle_all(watcher: PodWatcher) -> None:
-    for _ in range(500):
-        if not watcher._tasks:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("starts and signals still under way")
