@@ -362,6 +362,7 @@ class PodWatcher:
                     members = [(p, r) for p, r in members if r.uid in self.pending]
                     if not members:
                         return  # bound, deleting or gone meanwhile: no lifecycle to start
+                    inp = inp.model_copy(update={"pod": members[0][1]})  # the starting pod is one still pending
                     if err.status not in TRANSIENT and attempt >= START_ATTEMPTS:
                         # Not a passing failure: the pods' next change (or a restart) tries again.
                         logger.error("start %s failed (%s) after %d attempts", workflow_id, err, attempt)

@@ -461,3 +461,32 @@ async def test_a_gang_created_and_deleted_at_once_is_a_few_signals_not_one_per_p
     else:
         assert len(starts) == 300 and {name for _, name, _ in starts} == {"pod_event"}
         assert len(signals) == 300 and {name for _, name, _ in signals} == {"pod_event"}
+
+
+async def test_a_gang_join_tried_again_leaves_out_a_member_deleted_meanwhile(sleeps: list[float]) -> None:
+    """Two members join in one signal-with-start; Temporal refuses it once, and the first member is deleted
+    meanwhile: the next try starts the lifecycle from the member still pending, with only that member's ADDED."""
+    from workers.bridge.pod_watcher import GroupInfo
+
+    labels = {wellknown.LABEL_POD_GROUP: "g"}
+    first, second = (make_pod(f"m{i}", uid=f"u{i}", labels=labels) for i in range(2))
+    calls: list[tuple[Any, dict[str, Any]]] = []
+
+    class _RefusedOnce:
+        async def start_workflow(self, *args: Any, **kwargs: Any) -> None:
+            calls.append((args[1], kwargs))
+            if len(calls) == 1:
+                deleted = copy.deepcopy(first)
+                deleted["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+                watcher.observe("MODIFIED", deleted)
+                raise RPCError("namespace rate limit exceeded", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
+
+    watcher = _watcher(_kube([]), _RefusedOnce())
+    watcher.groups[("PodGroup", first["metadata"]["namespace"], "g")] = GroupInfo("pg", 2, float("inf"))
+    watcher.observe("ADDED", first)
+    watcher.observe("ADDED", second)
+    await _settle(watcher, 0.01, 200)
+    (inp, kwargs), (retried, again) = calls
+    assert [e.uid for e in kwargs["start_signal_args"][0]] == ["u0", "u1"] and inp.pod.uid == "u0"
+    assert retried.pod.uid == "u1"
+    assert (again["start_signal"], [e.uid for e in again["start_signal_args"]]) == ("pod_event", ["u1"])
