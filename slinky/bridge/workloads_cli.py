@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from slinky import wellknown
 from slinky.bridge.models.workload import Phase, WhyPending, workload_workflow_id
-from slinky.clients.errors import KubeError
+from slinky.clients.errors import KubeError, KubeNotFound
 from slinky.clients.temporal_rpc import (
     QueryRejected,
     RPCError,
@@ -98,7 +98,6 @@ async def _resolve(
     """Workflow IDs for NAME (the pod's own lifecycle, else every lifecycle of that workload name), and the pod
     when NAME is one."""
     # Imported here: ``list`` needs no Kubernetes client (httpx is a tenth of a second of imports).
-    from slinky.clients.errors import KubeNotFound
     from slinky.clients.kube import KubeClient, pod_path
 
     try:

@@ -3,7 +3,8 @@
 
 ``temporalio.client`` brings the whole SDK with it (workflows, activities, Nexus, the converters): 0.33 s of
 imports before the first call on this machine, where ``temporalio.service`` costs 0.17 s, and a short command
-like ``slinky workloads list`` is mostly its imports (0.7 s in all with the client, 0.35 s without; docs/cli.md).
+like ``slinky workloads list`` is mostly its imports (0.75 s in all with the client, 0.49 s without;
+docs/benchmarks.md, "Many open workloads").
 Payloads here are the JSON that the workers' pydantic converter writes (``json/plain``), read back as JSON:
 search attributes as plain values, a query's answer as the bytes the caller validates into its model.
 """
