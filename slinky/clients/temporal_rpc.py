@@ -11,6 +11,7 @@ search attributes as plain values, a query's answer as the bytes the caller vali
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -44,6 +45,8 @@ __all__ = [
 ]
 
 _STATUS_PREFIX = "WORKFLOW_EXECUTION_STATUS_"
+CONNECT_SECONDS = 10.0
+"""How long a connect may take before the frontend counts as unreachable (an address that drops packets)."""
 
 
 class QueryRejected(Exception):
@@ -102,11 +105,11 @@ class WorkflowService:
         self.namespace = namespace
 
     @classmethod
-    async def connect(cls, address: str, namespace: str) -> WorkflowService:
+    async def connect(cls, address: str, namespace: str, timeout: float = CONNECT_SECONDS) -> WorkflowService:
         try:
-            service = await ServiceClient.connect(ConnectConfig(target_host=address))
-        except RuntimeError as err:  # how the SDK's core reports a failed connect
-            raise TemporalUnreachable(f"cannot reach Temporal at {address}: {err}") from err
+            service = await asyncio.wait_for(ServiceClient.connect(ConnectConfig(target_host=address)), timeout)
+        except (RuntimeError, TimeoutError) as err:  # RuntimeError: how the SDK's core reports a failed connect
+            raise TemporalUnreachable(f"cannot reach Temporal at {address}: {err or 'no answer'}") from err
         return cls(service, namespace)
 
     async def list(self, query: str, limit: int | None = None) -> list[WorkflowRow]:
