@@ -559,13 +559,14 @@ async def measure(args: argparse.Namespace, only: set[str]) -> dict[str, Any]:
             bench.start_kube_scheduler()
             await asyncio.sleep(3)
             results["kube_scheduler_paced"] = await bench.pods(KS_NAME, args.pods, args.rate, "bench-ks")
-            bursts = [await bench.pods(KS_NAME, args.pods, None, "bench-ks") for _ in range(args.bursts)]
-            results["kube_scheduler_burst"] = median_burst(bursts)
+            if args.bursts:
+                bursts = [await bench.pods(KS_NAME, args.pods, None, "bench-ks") for _ in range(args.bursts)]
+                results["kube_scheduler_burst"] = median_burst(bursts)
         if "raw" in only:
             results["raw_slurm_burst"] = await bench.raw_slurm(args.pods, None)
-        if "temporal" in only:
+        if "temporal" in only and args.bursts:
             results["temporal_floor_burst"] = median_burst(await bench.temporal_floor(args.pods, args.bursts))
-        if "bridge" in only:
+        if "bridge" in only and args.bursts:
             name = wellknown.SCHEDULER_NAME
             bursts = [await bench.pods(name, args.pods, None, "bench-br") for _ in range(args.bursts)]
             results["bridge_burst"] = median_burst(bursts)
@@ -638,7 +639,12 @@ async def main() -> int:
         help="comma-separated systems to run: raw, kube-scheduler, temporal (the floor), bridge; a ratio needs "
         "both of its systems",
     )
-    parser.add_argument("--bursts", type=int, default=1, help="bursts per system; the median is reported")
+    parser.add_argument(
+        "--bursts",
+        type=int,
+        default=1,
+        help="bursts per system; the median is reported (0: none, e.g. only the paced rounds)",
+    )
     parser.add_argument(
         "--idle-seconds", type=float, default=10.0, help="steady state measured after setup (CPU per second)"
     )
