@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,6 +51,7 @@ sys.path.insert(0, str(REPO))
 from bench import temporal_floor
 from bench.common import CpuMeter, Progress, slurm_rest
 from slinky import wellknown
+from slinky.bridge.grouping import KIND_PODGROUP, GroupRef
 from slinky.clients.errors import KubeNotFound
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.dev import stack
@@ -370,10 +372,12 @@ class Bench:
         await asyncio.sleep(1)
         return elapsed
 
-    async def bridge_gang(self, size: int) -> float:
-        """Seconds from the last member's creation to every member bound (one PodGroup, one job)."""
+    async def bridge_gang(self, size: int) -> dict[str, Any]:
+        """One PodGroup of ``size``, one job: seconds from the last member's creation to every member bound, and
+        from the deletion to every pod gone; and the gang lifecycle's history (events, signals, workflow tasks the
+        server failed: a task fails when more than 100 signals wait behind a long local activity)."""
         async with self.namespace("bench-gang") as ns:
-            await self.kube.create(
+            group = await self.kube.create(
                 f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups",
                 {
                     "apiVersion": "scheduling.x-k8s.io/v1alpha1",
@@ -421,8 +425,25 @@ class Bench:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await watcher
+            deleting = time.monotonic()
             await self.delete_pods(ns, names)
-            return elapsed
+            deleted = time.monotonic() - deleting
+        workflow_id = GroupRef(kind=KIND_PODGROUP, namespace=ns, name="g").workflow_id(group["metadata"]["uid"])
+        return {"bound_s": elapsed, "deleted_s": deleted, **await self.history_counts(workflow_id)}
+
+    async def history_counts(self, workflow_id: str) -> dict[str, int]:
+        """Events, signals and failed workflow tasks of a lifecycle's history, once it ended (at most 60 s)."""
+        client = await Client.connect(self.env["TEMPORAL_ADDRESS"], namespace=self.env["TEMPORAL_NAMESPACE"])
+        handle = client.get_workflow_handle(workflow_id)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(handle.result(), 60)
+        events = (await handle.fetch_history()).events
+        kinds = [event.event_type for event in events]
+        return {
+            "history_events": len(events),
+            "signals": kinds.count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED),
+            "failed_workflow_tasks": kinds.count(EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED),
+        }
 
     # ------------------------------------------------------------------------------------------- kube-scheduler
     def start_kube_scheduler(self) -> None:
@@ -542,7 +563,7 @@ async def measure(args: argparse.Namespace, only: set[str]) -> dict[str, Any]:
     bench = Bench(env, args)
     results: dict[str, Any] = {"pods": args.pods, "rate": args.rate, "nodes": args.nodes + 4, "rounds": args.rounds}
     paced: dict[str, list[dict[str, Any]]] = {"raw_slurm_paced": [], "bridge_paced": []}
-    gangs: list[dict[str, float]] = []
+    gangs: list[dict[str, Any]] = []
     try:
         await bench.setup()
         if args.idle_seconds:
@@ -587,8 +608,13 @@ async def measure(args: argparse.Namespace, only: set[str]) -> dict[str, Any]:
                 results["bridge_rest_calls"] = calls
             if args.gang:
                 raw_gang = await bench.raw_gang(args.gang) if "raw" in only else float("nan")
-                bridge_gang = await bench.bridge_gang(args.gang) if "bridge" in only else float("nan")
-                gangs.append({"raw_ms": round(raw_gang * 1000, 1), "bridge_ms": round(bridge_gang * 1000, 1)})
+                gang: dict[str, Any] = {"raw_ms": round(raw_gang * 1000, 1), "bridge_ms": float("nan")}
+                if "bridge" in only:
+                    bridge = await bench.bridge_gang(args.gang)
+                    gang["bridge_ms"] = round(bridge.pop("bound_s") * 1000, 1)
+                    gang["bridge_deleted_ms"] = round(bridge.pop("deleted_s") * 1000, 1)
+                    gang.update(bridge)
+                gangs.append(gang)
     finally:
         await bench.teardown()
     summarise(results, paced, gangs, args.gang)
@@ -597,7 +623,7 @@ async def measure(args: argparse.Namespace, only: set[str]) -> dict[str, Any]:
 
 
 def summarise(
-    results: dict[str, Any], paced: dict[str, list[dict[str, Any]]], gangs: list[dict[str, float]], size: int
+    results: dict[str, Any], paced: dict[str, list[dict[str, Any]]], gangs: list[dict[str, Any]], size: int
 ) -> None:
     """Pool the paced rounds, drop raw samples, and add the per-round differences."""
     for key, runs in paced.items():
