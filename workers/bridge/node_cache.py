@@ -79,7 +79,7 @@ class NodeCache:
 
     async def _refresh_slurm(self) -> None:
         """Slurm's nodes every few seconds, read only when one changed (``NodeList``: ``update_time``, and every
-        node every 12th read): with 1,000 idle nodes the answer is a 304."""
+        node every minute): with 1,000 idle nodes the answer is a 304."""
         while True:
             try:
                 nodes, changed = await self._slurm_list.read()

@@ -1,4 +1,4 @@
-"""``NodeList``: Slurm's nodes read again only after a change, once more to be sure, and in full every few reads."""
+"""``NodeList``: Slurm's nodes read again only after a change, once more to be sure, and in full every minute."""
 
 from __future__ import annotations
 
@@ -25,14 +25,17 @@ class _Slurm:
 
 async def test_a_read_after_a_304_returns_the_same_list_and_says_so() -> None:
     slurm = _Slurm()
-    nodes = NodeList(cast(SlurmApi, slurm), full_every=5)
+    clock = {"now": 0.0}
+    nodes = NodeList(cast(SlurmApi, slurm), full_seconds=60, clock=lambda: clock["now"])
     seen = [await nodes.read() for _ in range(3)]
     assert [changed for _, changed in seen] == [True, True, False]  # the second read confirms from a second earlier
     assert slurm.asked == [None, 99, 100]
     assert seen[2][0] is seen[1][0] and [n.name for n in seen[2][0]] == ["n100"]
     slurm.changed_at = 103
-    seen = [await nodes.read() for _ in range(4)]
-    assert slurm.asked[3:] == [100, 102, None, 103], "the change, its confirmation, then the 5th read in full"
+    seen = [await nodes.read(), await nodes.read()]
+    clock["now"] = 60.0  # a minute after the first read: every node again
+    seen += [await nodes.read(), await nodes.read()]
+    assert slurm.asked[3:] == [100, 102, None, 103], "the change, its confirmation, then a full read a minute on"
     assert [changed for _, changed in seen] == [True, True, True, False]
     assert [n.name for n in seen[-1][0]] == ["n103"]
     assert (nodes.reads, nodes.unchanged) == (7, 2)
