@@ -124,10 +124,12 @@ class Coalescer(Generic[T]):
             while items := self._queued[key]:
                 batch, self._queued[key] = items[: self._max], items[self._max :]
                 started = loop.time()
-                await self._send(key, batch)
+                try:
+                    await self._send(key, batch)
+                except Exception:  # sends handle their RPC failures; this batch is lost (the safety re-check covers
+                    # it), the items queued behind it are not
+                    logger.exception("sending %d item(s) to %s failed", len(batch), key)
                 # The key stays busy for the rest of the interval: a burst's next items go in the next send.
                 await asyncio.sleep(max(0.0, self._interval - (loop.time() - started)))
-        except Exception:  # sends handle their RPC failures; anything else is logged, the safety re-check covers it
-            logger.exception("sending to %s failed", key)
         finally:
             del self._queued[key]
