@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 from temporalio.api.common.v1 import Payload, WorkflowExecution
 from temporalio.api.enums.v1 import WorkflowExecutionStatus
 from temporalio.api.query.v1 import WorkflowQuery
+from temporalio.api.workflow.v1 import WorkflowExecutionInfo
 from temporalio.api.workflowservice.v1 import (
     CountWorkflowExecutionsRequest,
     DescribeWorkflowExecutionRequest,
@@ -86,8 +87,8 @@ class WorkflowRow:
         return "" if value is None else str(value)
 
     @classmethod
-    def from_info(cls, info: Any) -> WorkflowRow:
-        """From a ``WorkflowExecutionInfo``."""
+    def from_info(cls, info: WorkflowExecutionInfo) -> WorkflowRow:
+        """From visibility's or describe's ``WorkflowExecutionInfo``."""
         fields = info.search_attributes.indexed_fields
         return cls(
             id=info.execution.workflow_id,
