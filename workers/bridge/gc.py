@@ -183,6 +183,8 @@ class GarbageCollector:
         listing = await self.kube.get("/api/v1/pods", {"labelSelector": wellknown.LABEL_SLURM_JOB_ID})
         # A lifecycle whose pods are all deleting or gone is cleaning up: it cancelled its job itself (its phase
         # is published again only when it ends). 10,000 deleted at once sent 400 needless re-checks before this.
+        # Publishing a CleaningUp phase would not close this gap: a search attribute leaves with the workflow
+        # task's completion, after the cancel (a local activity in the same task) has already emptied Slurm.
         with_live_pods = _lifecycles_of_live_pods(listing["items"])
         await self._recheck_lost({w: j for w, j in waiting.items() if w in with_live_pods}, jobs, asked)
         live_by_workflow: dict[str, JobRef] = {}
