@@ -127,6 +127,13 @@ COMPLETE_SPACING = 10.0
 MAX_PROBE_IDS = 2000
 """More tracked jobs than this are probed with every job (2,000 ids make a 26 KB URL, answered in 44 ms)."""
 
+READS_BEFORE_LIST = 64
+LIST_SHARE = 0.2
+"""A probe that finds more new jobs than ``READS_BEFORE_LIST``, and than ``LIST_SHARE`` of every job it lists, reads
+the full job list instead of each new job. Measured on 26.05 with 4,500 jobs: a read costs slurmrestd 1.15 ms and the
+watcher 2.3 ms (the HTTP request); the list costs 0.6 ms and 0.06 ms per job listed. So one list is the cheaper from
+about a fifth, and 2,000 other users' jobs submitted at once no longer make 2,000 reads (7 s of CPU)."""
+
 SLOW_POLL_SECONDS = 1.0
 """A poll slower than this hints at a controller restart (slurmrestd retries a dead controller for 10 s)."""
 
@@ -501,6 +508,10 @@ class JobWatcher:
             return []  # the controller is still starting (its start time reads 0): what it lists may be partial
         if self.state_probe and self._synced_once and not self._need_resync and not self._full_poll_due():
             return await self._probe_once()
+        return await self._list_once()
+
+    async def _list_once(self) -> list[JobEvent]:
+        """``GET jobs?update_time=`` (the full list when anything changed), diffed against the cache."""
         update_time = None if self._need_resync or self._last_update is None else self._last_update - 1
         asked = time.monotonic()
         self.requests["full_list"] += 1
@@ -698,6 +709,11 @@ class JobWatcher:
                 to_read.append(job_id)
             elif old.job_state != state:
                 self._diff_one(old.model_copy(update={"job_state": state}), now, events)
+        new = sum(1 for job_id in to_read if job_id not in self._jobs)
+        if new > max(READS_BEFORE_LIST, LIST_SHARE * len(states)):
+            # A burst of jobs no one announced (other users', or a follower replica's): one list costs less.
+            logger.info("%d new jobs among %d: reading the job list instead of each job", new, len(states))
+            return await self._list_once()
         for job in await asyncio.gather(*(self._read(job_id) for job_id in to_read)):
             if job is not None:
                 self._diff_one(job, now, events)

@@ -250,6 +250,27 @@ async def test_state_probe_reads_unannounced_jobs_and_refreshes_details_by_full_
     assert fake.calls == ["list_jobs"], "idle: still a full list every 30 s, to catch any drift"
 
 
+async def test_a_burst_of_unannounced_jobs_is_listed_once_not_read_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``READS_BEFORE_LIST`` new jobs (and a fifth of every job) one full list replaces the reads; fewer are
+    still read one by one. Either way each new job is ADDED once, with its details."""
+    monkeypatch.setattr("slinky.clients.slurm.watcher.READS_BEFORE_LIST", 4)
+    fake = fake_cluster(nodes=1)
+    watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=3600, idle_full_poll_seconds=3600)
+    await watcher.poll_once()
+    few = [await fake.submit_job(_job(f"few-{i}")) for i in range(4)]
+    fake.calls.clear()
+    assert sorted(_kinds(await watcher.poll_once())) == [(A, j) for j in few]
+    assert fake.calls == ["job_states", *["get_job"] * 4], "four new jobs: read each"
+    burst = [await fake.submit_job(_job(f"burst-{i}")) for i in range(5)]
+    fake.calls.clear()
+    events = await watcher.poll_once()
+    assert fake.calls == ["job_states", "list_jobs"], "five new jobs: one list, no read"
+    assert sorted(_kinds(events)) == [(A, j) for j in burst]
+    assert {watcher.jobs[j].name for j in burst} == {f"burst-{i}" for i in range(5)}
+    fake.calls.clear()
+    assert await watcher.poll_once() == [] and fake.calls == ["job_states"], "then probes again"
+
+
 async def test_only_wanted_pending_jobs_bring_the_full_list_every_few_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a shared cluster thousands of users' jobs wait: their reasons are nobody's business here, so they do not
     make the watcher read the whole list every ``full_poll_seconds`` (at 10,000 jobs: 33 MB); a wanted one does."""
