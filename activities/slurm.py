@@ -96,6 +96,18 @@ class Capacity(Protocol):
     def allocating(self, node_count: int) -> AbstractContextManager[None]: ...
 
 
+class SubmitRelay(Protocol):
+    """A follower replica's way to the leader's submit (workers/bridge/submit_relay.py)."""
+
+    async def submit(self, data: SubmitInput, attempt: int) -> SubmitResult | None:
+        """The leader's answer; None when the request surely did not reach it (submit here then).
+
+        Raises:
+            ApplicationError: Retryable: the request may have reached the leader, whose outcome is unknown.
+        """
+        ...
+
+
 def job_event_of(job: JobInfo, *, vanished: bool = False, cause: str = "") -> JobEvent:
     """The ``job_event`` signal (and re-check answer) for a job as Slurm reports it."""
     owner = job_owner_from_comment(job.comment)
@@ -182,6 +194,8 @@ class SlurmActivities:
         self.index = index
         self.capacity = capacity
         """None: never ask for an immediate allocation (``slurm.immediate_allocation=false``)."""
+        self.relay: SubmitRelay | None = None
+        """Set on a follower replica: its submits go through the leader, which alone knows whether nodes are free."""
 
     @activity.defn(name="submit_placeholder_job")
     async def submit_placeholder_job(self, data: SubmitInput) -> SubmitResult:
@@ -190,9 +204,18 @@ class SlurmActivities:
         A rejection (bad partition, no such node configuration...) is a result, not an exception: the
         workflow turns it into a pod Event and condition and waits for the user to fix the pod.
         """
+        attempt = activity.info().attempt
+        if self.relay is not None:
+            relayed = await self.relay.submit(data, attempt)
+            if relayed is not None:
+                return relayed
+        return await self.submit(data, attempt)
+
+    async def submit(self, data: SubmitInput, attempt: int) -> SubmitResult:
+        """The activity's work, also run by the leader for a follower's submit (``attempt``: the follower's)."""
         await self.index.wait_synced()
         existing = self.index.live_job_of(data.workflow_id, data.submission)
-        if existing is None and activity.info().attempt > 1:
+        if existing is None and attempt > 1:
             # A retry: an earlier attempt may have made a job the index has not seen yet. The watcher's next
             # poll shows it (one cheap ``jobs/state`` and a read of the new job); only without one (a follower
             # replica, or the watcher stuck) is Slurm's whole job list read, which at thousands of jobs is

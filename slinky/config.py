@@ -91,6 +91,17 @@ class WorkerSettings(BaseModel):
         '"Upgrading").',
     )
 
+    submit_relay_port: int | None = Field(
+        None,
+        description="With leader election: the leader takes its followers' submits on this port, so that their "
+        'pods too get immediate allocations (docs/bridge.md, "Several replicas"); unset: followers queue their jobs.',
+    )
+    submit_relay_host: str = Field(
+        "127.0.0.1",
+        description="Where this replica listens for the submit relay while it leads, and where followers reach it "
+        "(the chart sets the pod's IP).",
+    )
+
     def eager_start_or_default(self, leader_election: bool) -> bool:
         return (not leader_election) if self.eager_start is None else self.eager_start
 

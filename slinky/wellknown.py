@@ -31,6 +31,11 @@ FINALIZER_SCHEDULER: Final = PREFIX_SCHEDULER + "finalizer"
 ANNOTATION_WORKFLOW_ID: Final = PREFIX_SCHEDULER + "workflow-id"
 """The Temporal workflow that owns the pod's lifecycle (ours; not in upstream): `temporal workflow show -w`."""
 
+ANNOTATION_SUBMIT_RELAY: Final = PREFIX_SCHEDULER + "submit-relay"
+"""On the bridge's leader Lease (ours): ``host:port`` where the leader takes its followers' submits."""
+ANNOTATION_LEASE_WRITER: Final = PREFIX_SLINKY + "lease-annotations-by"
+"""On a leader Lease (ours): the holder that wrote its other annotations; a later holder's standbys ignore them."""
+
 LABEL_WEBHOOK: Final = PREFIX_SLINKY + "webhook"
 LABEL_EXTERNAL_METRICS: Final = PREFIX_SLINKY + "external-metrics"
 """On the operator pod that serves the external metrics API now (the leader): the chart's Service selects it."""

@@ -10,7 +10,7 @@ import logging
 import signal
 import socket
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
@@ -47,9 +47,19 @@ def default_identity() -> str:
 
 
 async def run_as_leader(
-    settings: Settings, lease_name: str, body: Body, stop: asyncio.Event, health: Health | None = None
+    settings: Settings,
+    lease_name: str,
+    body: Body,
+    stop: asyncio.Event,
+    health: Health | None = None,
+    *,
+    annotations: Mapping[str, str] | None = None,
+    on_elector: Callable[[LeaderElector], None] | None = None,
 ) -> None:
     """`body` until `stop`; with leader election on, only after acquiring Lease `lease_name` and while held.
+
+    `annotations` are written on the Lease while this replica holds it; `on_elector` is handed the elector before
+    it first tries (a standby reads the leader's annotations from it).
 
     Raises:
         LeadershipLost: The lease slipped away while leading. Everything was stopped first; the process
@@ -70,7 +80,10 @@ async def run_as_leader(
             lease_seconds=election.lease_seconds,
             renew_deadline_seconds=election.renew_deadline_seconds,
             retry_seconds=election.retry_seconds,
+            annotations=annotations,
         )
+        if on_elector is not None:
+            on_elector(elector)
         logger.info("leader election: %s waits for lease %s/%s", elector.identity, election.namespace, lease_name)
         health.state = "standby"
         if not await elector.acquire(stop):

@@ -24,8 +24,10 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
+from slinky import wellknown
 from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound
 from slinky.clients.kube import KubeClient, micro_time
 
@@ -61,6 +63,7 @@ class LeaderElector:
         lease_seconds: float = 15.0,
         renew_deadline_seconds: float = 10.0,
         retry_seconds: float = 2.0,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
         if not retry_seconds < renew_deadline_seconds < lease_seconds:
             raise ValueError("leader election needs retry < renew deadline < lease duration")
@@ -76,10 +79,26 @@ class LeaderElector:
         self._observed_at = 0.0
         """When this process first saw that record, on its own monotonic clock (expiry is judged by it)."""
         self.is_leader = False
+        self.annotations = dict(annotations or {})
+        """Written on the Lease with every acquire and renewal: what the others should know of the leader (the
+        bridge's submit relay address)."""
+        self._holder_annotations: dict[str, str] = {}
+        """The Lease's annotations as last read while another candidate held it (with the holder they belong to)."""
 
     @property
     def path(self) -> str:
         return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.name}"
+
+    def holder_annotation(self, key: str) -> str | None:
+        """Annotation ``key`` of the Lease as last read, while another candidate holds it and has not let it
+        expire (as this process observes it); None otherwise, and always while this candidate leads."""
+        if self.is_leader or self._observed is None or self._observed[0] in ("", self.identity):
+            return None
+        if time.monotonic() - self._observed_at >= self.lease_seconds:
+            return None
+        if self._holder_annotations.get(wellknown.ANNOTATION_LEASE_WRITER) != self._observed[0]:
+            return None  # written by an earlier holder: the present one wrote none
+        return self._holder_annotations.get(key)
 
     async def acquire(self, stop: asyncio.Event | None = None) -> bool:
         """Wait until this candidate holds the lease (True), or until ``stop`` is set (False)."""
@@ -140,6 +159,7 @@ class LeaderElector:
         record = (holder, str(spec.get("renewTime") or ""))
         if record != self._observed:
             self._observed, self._observed_at = record, time.monotonic()
+        self._holder_annotations = dict((lease.get("metadata") or {}).get("annotations") or {})
         duration = float(spec.get("leaseDurationSeconds") or self.lease_seconds)
         expired = time.monotonic() - self._observed_at >= duration
         if holder and holder != self.identity and not expired:
@@ -156,13 +176,16 @@ class LeaderElector:
             new_spec["acquireTime"] = now
             new_spec["leaseTransitions"] = transitions + 1
         lease["spec"] = new_spec
+        if self.annotations:
+            metadata = lease.setdefault("metadata", {})
+            metadata["annotations"] = {**(metadata.get("annotations") or {}), **self._written()}
         return await self._write("PUT", self.path, lease)
 
     async def _create(self, now: str) -> bool:
         lease: Obj = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
+            "metadata": {"name": self.name, "namespace": self.namespace, "annotations": self._written()},
             "spec": {
                 "holderIdentity": self.identity,
                 "leaseDurationSeconds": int(self.lease_seconds),
@@ -172,6 +195,10 @@ class LeaderElector:
             },
         }
         return await self._write("POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", lease)
+
+    def _written(self) -> dict[str, str]:
+        """The annotations to write, signed with this candidate's identity (none when it has none to write)."""
+        return {**self.annotations, wellknown.ANNOTATION_LEASE_WRITER: self.identity} if self.annotations else {}
 
     async def _write(self, method: str, path: str, lease: Obj) -> bool:
         """Create or replace the lease as its holder; False when another candidate wrote first (409)."""

@@ -187,6 +187,34 @@ def test_leader_election_is_on_by_default_with_a_namespaced_lease_role(monkeypat
     assert (election.lease_seconds, election.renew_deadline_seconds, election.retry_seconds) == (15, 10, 2)
 
 
+@pytest.mark.parametrize(
+    ("values", "on"),
+    [
+        ({"bridge": {"replicas": 2}}, True),
+        ({}, False),  # one replica: no followers
+        ({"bridge": {"replicas": 2, "submitRelayPort": 0}}, False),
+        ({"bridge": {"replicas": 2, "leaderElection": {"enabled": False}}}, False),
+    ],
+)
+def test_the_submit_relay_is_on_with_several_replicas(
+    values: dict[str, Any], on: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Followers reach the leader's relay at its pod IP and the chart's port (docs/bridge.md, "Several replicas")."""
+    objs = by_kind(render(values))
+    [container] = objs[("Deployment", "slinky-bridge-bridge")]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+    for key, value in objs[("ConfigMap", "slinky-bridge")]["data"].items():
+        if key.startswith("SLINKY_WORKER__"):
+            monkeypatch.setenv(key, value)
+    if on:
+        assert env["SLINKY_WORKER__SUBMIT_RELAY_HOST"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+        assert ports["submit-relay"] == 9095 and Settings().worker.submit_relay_port == 9095
+    else:
+        assert "SLINKY_WORKER__SUBMIT_RELAY_HOST" not in env and "submit-relay" not in ports
+        assert Settings().worker.submit_relay_port is None
+
+
 def test_leader_election_off_renders_no_lease_role() -> None:
     objs = by_kind(render({"bridge": {"leaderElection": {"enabled": False}}}))
     assert ("Role", "slinky-bridge-leader-election") not in objs
@@ -248,6 +276,7 @@ def test_lint_strict_for_kubernetes_1_20() -> None:
         {},
         SAFE_VALUES,
         {"managedNamespaceSelector": {"a.example/b": "c"}, "bridge": {"metricsPort": 0, "replicas": 2}},
+        {"bridge": {"replicas": 3}},
         {"webhook": {"enabled": False}},
     ],
 )

@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -115,9 +116,36 @@ async def test_acquire_returns_false_when_stopped(kube: KubeClient, lease: str) 
     renewing.cancel()
 
 
+async def test_a_standby_reads_the_leaders_annotations_while_it_leads(kube: KubeClient, lease: str) -> None:
+    """The holder writes its annotations on the Lease; a standby's tries read them, and stop trusting them once the
+    holder released the Lease or went silent for a whole lease."""
+    key = wellknown.ANNOTATION_SUBMIT_RELAY
+    a = candidate(kube, lease, "a")
+    a.annotations = {key: "10.0.0.1:9000"}
+    b = candidate(kube, lease, "b")
+    assert await a.acquire()
+    assert a.holder_annotation(key) is None, "never its own"
+    assert not await b._try_acquire_or_renew()
+    assert b.holder_annotation(key) == "10.0.0.1:9000"
+    await a.release()
+    assert await b._try_acquire_or_renew(), "released: b takes it at its next try"
+    assert b.holder_annotation(key) is None
+    c = candidate(kube, lease, "c")
+    assert not await c._try_acquire_or_renew()
+    assert (await kube.get(a.path))["metadata"]["annotations"][key] == "10.0.0.1:9000", "still on the Lease"
+    assert c.holder_annotation(key) is None, "but written by a, not by b, the holder"
+    b.annotations = {key: "10.0.0.2:9000"}
+    assert await b._try_acquire_or_renew()
+    assert not await c._try_acquire_or_renew()
+    assert c.holder_annotation(key) == "10.0.0.2:9000"
+    await asyncio.sleep(2.1)  # b never renews: after a whole lease c no longer trusts what it read
+    assert c.holder_annotation(key) is None
+
+
 # --------------------------------------------------------------------------- two bridge workers, one leader
-def start_replica(lease: str, identity: str, log: Path) -> subprocess.Popen[bytes]:
-    """A bridge worker as the dev stack starts it, plus leader election (short durations), no metrics port."""
+def start_replica(lease: str, identity: str, log: Path, relay_port: int | None = None) -> subprocess.Popen[bytes]:
+    """A bridge worker as the dev stack starts it, plus leader election (short durations), no metrics port; with
+    ``relay_port``, the submit relay on 127.0.0.1 at that port."""
     env = {k: v for k, v in stack.env_values().items() if k != "PATH"}
     env.update({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONUNBUFFERED": "1", "HOME": str(Path.home())})
     env.update(
@@ -131,8 +159,18 @@ def start_replica(lease: str, identity: str, log: Path) -> subprocess.Popen[byte
             "SLINKY_LEADER_ELECTION__RETRY_SECONDS": "0.5",
         }
     )
+    if relay_port is not None:
+        env.update(
+            {"SLINKY_WORKER__SUBMIT_RELAY_PORT": str(relay_port), "SLINKY_WORKER__SUBMIT_RELAY_HOST": "127.0.0.1"}
+        )
     with log.open("wb") as out:
         return subprocess.Popen([sys.executable, "-m", "workers"], cwd=REPO, env=env, stdout=out, stderr=out)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def get_json(kubeconfig: str, *args: str) -> dict[str, Any]:
@@ -238,7 +276,8 @@ async def test_replicas_share_the_lifecycles_and_only_the_leader_watches(
     dev_env: dict[str, str], lease: str, tmp_path: Path
 ) -> None:
     """Two replicas: both run lifecycles from the one task queue (issue 16), only the leader runs the watchers,
-    and every pod runs and ends as with one replica."""
+    the follower's submits go through the leader's submit relay, and every pod runs and ends as with one
+    replica."""
     kubeconfig = dev_env["KUBECONFIG"]
     namespace = f"le-{uuid.uuid4().hex[:6]}"
     kubectl = ["kubectl", "--kubeconfig", kubeconfig]
@@ -247,10 +286,14 @@ async def test_replicas_share_the_lifecycles_and_only_the_leader_watches(
     replicas: dict[str, subprocess.Popen[bytes]] = {}
     try:
         with worker_killed():
-            replicas["first"] = start_replica(lease, "first", logs["first"])
+            replicas["first"] = start_replica(lease, "first", logs["first"], relay_port=free_port())
             eventually(lambda: holder(kubeconfig, lease) == "first", 30, "the first replica leads")
-            replicas["second"] = start_replica(lease, "second", logs["second"])
+            replicas["second"] = start_replica(lease, "second", logs["second"], relay_port=free_port())
             eventually(lambda: "bridge worker running" in logs["second"].read_text(), 30, "the follower polls")
+            lease_obj = get_json(kubeconfig, "lease", "-n", NAMESPACE, lease)
+            relay = lease_obj["metadata"]["annotations"][wellknown.ANNOTATION_SUBMIT_RELAY]
+            assert relay.startswith("127.0.0.1:"), lease_obj
+            await asyncio.sleep(1.0)  # the follower's elector has read the Lease (every 0.5 s)
             for i in range(16):
                 create_pod(kubeconfig, namespace, f"p{i}", seconds=2)
             eventually(lambda: phases(kubeconfig, namespace) == ["Succeeded"] * 16, 120, "every pod ran and succeeded")
@@ -264,6 +307,12 @@ async def test_replicas_share_the_lifecycles_and_only_the_leader_watches(
             assert ran["first"] and ran["second"], f"both replicas ran lifecycles: {ran}"
             assert "bridge replica leads" in logs["first"].read_text()
             assert "bridge replica leads" not in logs["second"].read_text(), "the follower ran no watcher"
+            relayed = logs["first"].read_text()
+            only_second = [wid for wid, ids in workers.items() if all(i.startswith(pids["second"]) for i in ids)]
+            assert only_second, f"some lifecycles ran on the follower alone: {workers}"
+            for wid in only_second:
+                assert f"submit relay: submitted for {wid}:" in relayed, f"{wid} was submitted by the leader"
+            assert "submitting here" not in logs["second"].read_text()
             eventually(
                 lambda: not [p for p in pods_json(kubeconfig, namespace) if p["metadata"].get("finalizers")],
                 60,

@@ -5,9 +5,10 @@ Every replica polls the task queue, so N replicas share the lifecycles (workflow
 activities). The watchers run once, on the replica that holds the Lease (``SLINKY_LEADER_ELECTION__ENABLED=true``,
 the chart's default); without election the one replica runs everything. On the leader the activities read the
 watchers' views: the submit activity the router's job index (and the free-node estimate that lets it allocate
-at once), the translation the pod watcher's cache. A follower's activities ask the API servers instead, and its
-jobs are queued (``job/submit``), since it has no view of free nodes; the leader's watcher sees them at its next
-poll and routes their events to the lifecycle wherever it runs (docs/bridge.md, "Several replicas").
+at once), the translation the pod watcher's cache. A follower's activities ask the API servers instead; its
+submits go through the leader when the submit relay is on (``workers/bridge/submit_relay.py``), else its jobs are
+queued (``job/submit``), since it has no view of free nodes. The leader's watcher routes every job's events to the
+lifecycle wherever it runs (docs/bridge.md, "Several replicas").
 """
 
 from __future__ import annotations
@@ -22,20 +23,24 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.kube import KubeActivities
 from activities.slurm import SlurmActivities
-from slinky import telemetry
+from slinky import telemetry, wellknown
 from slinky.bridge.models.jobspec import TranslateDefaults
 from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
+from slinky.clients.leader import LeaderElector
 from slinky.clients.slurm import SlurmClient
+from slinky.clients.slurm.auth import TokenProvider, token_from_settings
 from slinky.clients.slurm.models import JobInfo
 from slinky.config import Settings
 from workers import leading
+from workers.bridge import submit_relay
 from workers.bridge.capacity import FreeNodes
 from workers.bridge.gc import GarbageCollector
 from workers.bridge.node_cache import NodeCache
 from workers.bridge.node_sync import NodeSyncer
 from workers.bridge.pod_watcher import PodWatcher
 from workers.bridge.slurm_router import SlurmJobRouter
+from workers.bridge.submit_relay import SubmitRelayClient
 from workers.health import Health
 from workers.leading import connect_temporal, run_as_leader
 from workflows.workload import WorkloadWorkflow
@@ -88,6 +93,7 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
     events = EventRecorder(kube)  # Events are posted in the background, like client-go's recorder
     kube_acts = KubeActivities(kube, nodes, events, None)
     slurm_acts = SlurmActivities(slurm, NoJobIndex(), None)
+    relay = _submit_relay(settings)
     worker = Worker(
         temporal,
         task_queue=settings.temporal.task_queue,
@@ -138,17 +144,24 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
         kube_acts.pods = pods
         slurm_acts.index = router
         slurm_acts.capacity = FreeNodes(router.watcher, nodes) if settings.slurm.immediate_allocation else None
+        slurm_acts.relay = None
         tasks = [
             asyncio.create_task(router.run(), name="slurm-router"),
             asyncio.create_task(gc.run(), name="gc"),
             asyncio.create_task(NodeSyncer.from_settings(kube, slurm, settings).run(), name="node-sync"),
             asyncio.create_task(pods.run(), name="pod-watcher"),
         ]
+        server = None
+        if relay is not None:
+            server = await submit_relay.serve(slurm_acts.submit, relay.key, *relay.address)
         logger.info("bridge replica leads: watchers running")
         try:
             await stop.wait()
         finally:
+            if server is not None:
+                server.close()
             kube_acts.pods, slurm_acts.index, slurm_acts.capacity = None, NoJobIndex(), None
+            slurm_acts.relay = relay.client if relay is not None else None
             await _cancel(tasks)
 
     if settings.telemetry.metrics_port:
@@ -158,12 +171,51 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
         await asyncio.wait_for(nodes.synced.wait(), timeout=30)
         async with worker:
             logger.info("bridge worker running on task queue %s", settings.temporal.task_queue)
-            await run_as_leader(settings, settings.leader_election.name, lead, stop, health)
+            slurm_acts.relay = relay.client if relay is not None else None
+            await run_as_leader(
+                settings,
+                settings.leader_election.name,
+                lead,
+                stop,
+                health,
+                annotations=relay.annotations if relay is not None else None,
+                on_elector=relay.follow if relay is not None else None,
+            )
     finally:
         await _cancel([cache])
         await events.aclose()
         await kube.aclose()
         await slurm.aclose()
+
+
+class _Relay:
+    """This replica's side of the submit relay: its own address (served while it leads) and its client of the
+    leader's (used while it follows)."""
+
+    def __init__(self, host: str, port: int, token: TokenProvider) -> None:
+        self.address = (host, port)
+        self.key = token.token
+        self.annotations = {wellknown.ANNOTATION_SUBMIT_RELAY: f"{host}:{port}"}
+        self._elector: LeaderElector | None = None
+        self.client = SubmitRelayClient(self._leader, self.key)
+
+    def follow(self, elector: LeaderElector) -> None:
+        self._elector = elector
+
+    def _leader(self) -> str | None:
+        return self._elector.holder_annotation(wellknown.ANNOTATION_SUBMIT_RELAY) if self._elector else None
+
+
+def _submit_relay(settings: Settings) -> _Relay | None:
+    """The relay, when configured: a port, leader election (one replica has no followers) and a Slurm JWT."""
+    port = settings.worker.submit_relay_port
+    if port is None or not settings.leader_election.enabled:
+        return None
+    token = token_from_settings(settings.slurm)
+    if token is None:
+        logger.warning("submit relay off: it signs with the Slurm JWT, and none is configured")
+        return None
+    return _Relay(settings.worker.submit_relay_host, port, token)
 
 
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:

@@ -19,6 +19,7 @@ import httpx
 from pydantic import SecretStr
 
 from slinky.clients.errors import ConfigError
+from slinky.config import SlurmSettings
 
 __all__ = [
     "USER_NAME_HEADER",
@@ -28,6 +29,7 @@ __all__ = [
     "TokenFile",
     "TokenProvider",
     "clean_token",
+    "token_from_settings",
 ]
 
 USER_NAME_HEADER = "X-SLURM-USER-NAME"
@@ -141,3 +143,12 @@ class SlurmAuth(httpx.Auth):
 
     def __repr__(self) -> str:
         return f"SlurmAuth(user_name={self.user_name!r}, provider={self.provider!r})"
+
+
+def token_from_settings(settings: SlurmSettings) -> TokenProvider | None:
+    """The token of ``Settings().slurm``: a token file wins over a static token; None without either."""
+    if settings.jwt_file:
+        return TokenFile(settings.jwt_file)
+    if settings.jwt is not None:
+        return StaticToken(settings.jwt)
+    return None

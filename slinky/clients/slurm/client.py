@@ -47,7 +47,7 @@ from slinky.clients.errors import (
     SlurmUnsupported,
 )
 from slinky.clients.slurm import versions
-from slinky.clients.slurm.auth import SlurmAuth, StaticToken, TokenFile, TokenProvider
+from slinky.clients.slurm.auth import SlurmAuth, TokenProvider, token_from_settings
 from slinky.clients.slurm.models import (
     CancelResponse,
     ControllerPing,
@@ -288,11 +288,7 @@ class SlurmClient:
             settings: The Slurm settings group.
             **overrides: Keyword arguments of the constructor to override (e.g. ``transport``).
         """
-        token: TokenProvider | None = None
-        if settings.jwt_file:
-            token = TokenFile(settings.jwt_file)
-        elif settings.jwt is not None:
-            token = StaticToken(settings.jwt)
+        token = token_from_settings(settings)
         kwargs: dict[str, Any] = {
             "user_name": settings.user_name,
             "token": token,

@@ -58,3 +58,12 @@ runAsGroup: 65532
 capabilities:
   drop: [ALL]
 {{- end -}}
+
+{{/*
+"true" when the leader takes its followers' submits: several replicas, leader election, a port.
+*/}}
+{{- define "slinky-bridge.submitRelay" -}}
+{{- if and .Values.bridge.leaderElection.enabled (gt (int .Values.bridge.replicas) 1) .Values.bridge.submitRelayPort -}}
+true
+{{- end -}}
+{{- end }}
