@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -205,6 +206,28 @@ spec:
     subprocess.run([*kubectl, "apply", "-f", "-"], input=manifest, text=True, check=True, capture_output=True)
 
 
+def create_pods(kubeconfig: str, namespace: str, names: list[str], seconds: int) -> None:
+    """Bridge pods in one request each, sent together (a burst), that run ``seconds`` and end Succeeded."""
+    kubectl = ["kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-"]
+    procs = []
+    for name in names:
+        manifest = f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {namespace}, annotations: {{{wellknown.ANNOTATION_SIM_RUN_SECONDS}: '{seconds}'}}}}
+spec:
+  schedulerName: {wellknown.SCHEDULER_NAME}
+  restartPolicy: Never
+  containers: [{{name: c, image: busybox}}]
+"""
+        proc = subprocess.Popen(kubectl, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        assert proc.stdin is not None
+        proc.stdin.write(manifest)
+        proc.stdin.close()
+        procs.append(proc)
+    assert all(proc.wait(60) == 0 for proc in procs)
+
+
 def test_a_standby_replica_takes_over_when_the_leader_is_killed(
     dev_env: dict[str, str], lease: str, tmp_path: Path
 ) -> None:
@@ -323,6 +346,78 @@ async def test_replicas_share_the_lifecycles_and_only_the_leader_watches(
             for name, proc in replicas.items():
                 code = proc.wait(30)
                 assert code == 0, f"{name} exited {code}: {logs[name].read_text()[-3000:]}"
+    finally:
+        for proc in replicas.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        subprocess.run([*kubectl, "delete", "namespace", namespace, "--wait=false"], capture_output=True)
+
+
+def _jobs_of(namespace: str) -> dict[tuple[str, int | None], list[str]]:
+    """Slurm's jobs of the namespace's lifecycles (finished ones stay listed for MinJobAge): their states, by owner
+    and submission."""
+    from slinky.bridge.models.workload import job_owner_from_comment
+    from slinky.clients.slurm import SlurmClient
+    from slinky.config import SlurmSettings
+
+    env = stack.env_values()
+
+    async def listed() -> dict[tuple[str, int | None], list[str]]:
+        settings = SlurmSettings(rest_url=env["SLURM_REST_URL"], jwt_file=env["SLURM_JWT_FILE"])
+        async with SlurmClient.from_settings(settings) as slurm:
+            page = await slurm.list_jobs()
+        out: dict[tuple[str, int | None], list[str]] = {}
+        for job in page.jobs:
+            owner = job_owner_from_comment(job.comment)
+            if owner is not None and f"/{namespace}/" in owner.workflow_id:
+                out.setdefault((owner.workflow_id, owner.submission), []).append("/".join(job.job_state))
+        return out
+
+    return asyncio.run(listed())
+
+
+@pytest.mark.timeout(300)
+def test_a_leader_killed_while_it_submits_for_the_follower_leaves_one_job_per_submission(
+    dev_env: dict[str, str], lease: str, tmp_path: Path
+) -> None:
+    """Two replicas with the submit relay; the leader freezes (SIGSTOP) as soon as it relayed a submit of a burst,
+    then is killed: the follower's submits sent meanwhile are taken by its kernel and never answered, so they time
+    out and are retried (the retry reads Slurm's job list first), the follower takes over, and every pod runs with
+    exactly one job per submission: none lost, none doubled."""
+    kubeconfig = dev_env["KUBECONFIG"]
+    namespace = f"le-{uuid.uuid4().hex[:6]}"
+    kubectl = ["kubectl", "--kubeconfig", kubeconfig]
+    subprocess.run([*kubectl, "create", "namespace", namespace], check=True, capture_output=True)
+    logs = {name: tmp_path / f"{name}.log" for name in ("first", "second")}
+    replicas: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        with worker_killed():
+            replicas["first"] = start_replica(lease, "first", logs["first"], relay_port=free_port())
+            eventually(lambda: holder(kubeconfig, lease) == "first", 30, "the first replica leads")
+            replicas["second"] = start_replica(lease, "second", logs["second"], relay_port=free_port())
+            eventually(lambda: "bridge worker running" in logs["second"].read_text(), 30, "the follower polls")
+            time.sleep(1.0)  # the follower's elector has read the Lease
+            create_pods(kubeconfig, namespace, [f"p{i}" for i in range(12)], seconds=2)  # one burst
+            relaying = logs["first"]
+            eventually(lambda: "submit relay: submitted" in relaying.read_text(), 30, "relaying", interval=0.01)
+            replicas["first"].send_signal(signal.SIGSTOP)
+            eventually(lambda: holder(kubeconfig, lease) == "second", 30, "the follower leads")
+            replicas["first"].kill()
+            replicas["first"].wait(10)
+            eventually(lambda: phases(kubeconfig, namespace) == ["Succeeded"] * 12, 180, "every pod ran and succeeded")
+            eventually(
+                lambda: not [p for p in pods_json(kubeconfig, namespace) if p["metadata"].get("finalizers")],
+                60,
+                "every lifecycle cleaned up (no finalizer left)",
+            )
+            jobs = _jobs_of(namespace)
+            assert len({wid for wid, _ in jobs}) == 12, jobs
+            assert "did not answer" in logs["second"].read_text(), "a submit was in flight at the freeze"
+            doubled = {owner: states for owner, states in jobs.items() if len(states) > 1}
+            assert not doubled, f"more than one job for one submission: {doubled}"
+            live = {owner: s for owner, s in jobs.items() if any(x in ("PENDING", "RUNNING") for x in s)}
+            assert not live, f"jobs left running: {live}"
     finally:
         for proc in replicas.values():
             if proc.poll() is None:
