@@ -101,6 +101,14 @@ FOREIGN_JOB_SPARED = Counter(
     "Cancels not sent because the job id, reused after a slurmctld crash, now names another workload's job.",
     registry=REGISTRY,
 )
+SUBMIT_RELAY = Counter(
+    "slinky_bridge_submit_relay_total",
+    "A follower replica's submits through the leader's submit relay, by result: relayed (the leader answered),"
+    " local (no leader reached, or it refused before doing anything: submitted here), unanswered (sent, no answer:"
+    " the attempt is retried), failed (the leader's submit failed: retried).",
+    ["result"],
+    registry=REGISTRY,
+)
 CANCEL_OWNER_CHECKS = Counter(
     "slinky_bridge_cancel_owner_checks_total",
     "Where a cancel learned whose the job is. source: view (the job watcher's, confirmed by a poll and a"

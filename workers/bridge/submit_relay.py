@@ -32,6 +32,7 @@ from typing import Final
 from pydantic import BaseModel, ValidationError
 from temporalio.exceptions import ApplicationError
 
+from slinky import telemetry
 from slinky.bridge.models.workload import SubmitInput, SubmitResult
 
 logger = logging.getLogger(__name__)
@@ -166,15 +167,13 @@ class SubmitRelayClient:
     async def submit(self, data: SubmitInput, attempt: int) -> SubmitResult | None:
         address = self.leader()
         if not address:
-            self.bypassed += 1
-            return None
+            return self._local()
         host, _, port = address.rpartition(":")
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), CONNECT_SECONDS)
         except (OSError, TimeoutError, ValueError) as err:
             logger.info("submit relay: leader at %s not reached (%s); submitting here", address, err)
-            self.bypassed += 1
-            return None
+            return self._local()
         body = RelayRequest(attempt=attempt, input=data).model_dump_json().encode()
         head = (
             f"POST {PATH} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n"
@@ -185,6 +184,7 @@ class SubmitRelayClient:
             await writer.drain()
             status, answer = await asyncio.wait_for(_read_response(reader), ANSWER_SECONDS)
         except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as err:
+            telemetry.SUBMIT_RELAY.labels("unanswered").inc()
             raise ApplicationError(
                 f"the leader's submit relay at {address} did not answer ({type(err).__name__}: {err}); the retry "
                 "looks for the job it may have made",
@@ -194,14 +194,21 @@ class SubmitRelayClient:
             writer.close()
         if status == 200:
             self.relayed += 1
+            telemetry.SUBMIT_RELAY.labels("relayed").inc()
             return SubmitResult.model_validate_json(answer)
         if status == 500:
+            telemetry.SUBMIT_RELAY.labels("failed").inc()
             raise ApplicationError(
                 f"the leader's submit failed: {answer.decode(errors='replace')[:500]}", type="SubmitRelayFailed"
             )
         # 401 (a JWT rotated between replicas), 404 or 400 (another version): the leader did nothing.
         logger.warning("submit relay at %s answered %s (%s); submitting here", address, status, answer[:200])
+        return self._local()
+
+    def _local(self) -> SubmitResult | None:
+        """None: the caller submits here."""
         self.bypassed += 1
+        telemetry.SUBMIT_RELAY.labels("local").inc()
         return None
 
 

@@ -13,6 +13,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.slurm import SlurmActivities
+from slinky import telemetry
 from slinky.bridge.models.workload import SubmitInput, SubmitResult
 from tests.unit.slurm.helpers import fake_cluster
 from tests.unit.test_submit_activity import SPEC, Gate, Index
@@ -57,6 +58,27 @@ async def test_a_followers_submit_is_allocated_at_once_by_the_leader() -> None:
     assert [j.job_id for j in index.expected] == [result.job_id], "the leader's job view announced it"
     assert gate.asked == [("p", 1)]
     assert client.relayed == 1 and client.bypassed == 0
+
+
+def _relay_count(result: str) -> float:
+    return telemetry.REGISTRY.get_sample_value("slinky_bridge_submit_relay_total", {"result": result}) or 0.0
+
+
+async def test_each_result_is_counted_for_the_metrics() -> None:
+    before = {r: _relay_count(r) for r in ("relayed", "local", "failed")}
+
+    async def handler(data: SubmitInput, attempt: int) -> SubmitResult:
+        if attempt == 2:
+            raise RuntimeError("no")
+        return SubmitResult(job_id=1)
+
+    async with leader(handler) as address:
+        client = SubmitRelayClient(lambda: address, lambda: KEY)
+        await client.submit(_input(), 1)
+        with pytest.raises(ApplicationError):
+            await client.submit(_input(), 2)
+    await SubmitRelayClient(lambda: None, lambda: KEY).submit(_input(), 1)
+    assert {r: _relay_count(r) - n for r, n in before.items()} == {"relayed": 1, "local": 1, "failed": 1}
 
 
 async def test_the_attempt_reaches_the_leader_and_a_retry_finds_the_first_attempts_job() -> None:
