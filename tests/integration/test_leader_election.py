@@ -7,6 +7,7 @@ with the production defaults (15 / 10 / 2 s).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from tests.integration.waiting import eventually
 pytestmark = pytest.mark.integration
 
 NAMESPACE = "default"
+Replicas = dict[str, subprocess.Popen[bytes]]
 
 
 @pytest.fixture
@@ -294,6 +296,32 @@ async def lifecycle_workers(address: str, namespace: str) -> dict[str, set[str]]
     return out
 
 
+@contextlib.contextmanager
+def two_replicas(kubeconfig: str, lease: str, tmp_path: Path) -> Iterator[tuple[str, Replicas, dict[str, Path]]]:
+    """A fresh namespace and two bridge replicas with the submit relay (the stack's own worker steps aside):
+    "first" leads, "second" follows and has read the Lease. Yields the namespace, the processes and their logs;
+    kills what still runs and deletes the namespace afterwards."""
+    namespace = f"le-{uuid.uuid4().hex[:6]}"
+    kubectl = ["kubectl", "--kubeconfig", kubeconfig]
+    subprocess.run([*kubectl, "create", "namespace", namespace], check=True, capture_output=True)
+    logs = {name: tmp_path / f"{name}.log" for name in ("first", "second")}
+    replicas: Replicas = {}
+    try:
+        with worker_killed():
+            replicas["first"] = start_replica(lease, "first", logs["first"], relay_port=free_port())
+            eventually(lambda: holder(kubeconfig, lease) == "first", 30, "the first replica leads")
+            replicas["second"] = start_replica(lease, "second", logs["second"], relay_port=free_port())
+            eventually(lambda: "bridge worker running" in logs["second"].read_text(), 30, "the follower polls")
+            time.sleep(1.0)  # the follower's elector has read the Lease (every 0.5 s)
+            yield namespace, replicas, logs
+    finally:
+        for proc in replicas.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        subprocess.run([*kubectl, "delete", "namespace", namespace, "--wait=false"], capture_output=True)
+
+
 @pytest.mark.timeout(300)
 async def test_replicas_share_the_lifecycles_and_only_the_leader_watches(
     dev_env: dict[str, str], lease: str, tmp_path: Path
@@ -302,56 +330,39 @@ async def test_replicas_share_the_lifecycles_and_only_the_leader_watches(
     the follower's submits go through the leader's submit relay, and every pod runs and ends as with one
     replica."""
     kubeconfig = dev_env["KUBECONFIG"]
-    namespace = f"le-{uuid.uuid4().hex[:6]}"
-    kubectl = ["kubectl", "--kubeconfig", kubeconfig]
-    subprocess.run([*kubectl, "create", "namespace", namespace], check=True, capture_output=True)
-    logs = {name: tmp_path / f"{name}.log" for name in ("first", "second")}
-    replicas: dict[str, subprocess.Popen[bytes]] = {}
-    try:
-        with worker_killed():
-            replicas["first"] = start_replica(lease, "first", logs["first"], relay_port=free_port())
-            eventually(lambda: holder(kubeconfig, lease) == "first", 30, "the first replica leads")
-            replicas["second"] = start_replica(lease, "second", logs["second"], relay_port=free_port())
-            eventually(lambda: "bridge worker running" in logs["second"].read_text(), 30, "the follower polls")
-            lease_obj = get_json(kubeconfig, "lease", "-n", NAMESPACE, lease)
-            relay = lease_obj["metadata"]["annotations"][wellknown.ANNOTATION_SUBMIT_RELAY]
-            assert relay.startswith("127.0.0.1:"), lease_obj
-            await asyncio.sleep(1.0)  # the follower's elector has read the Lease (every 0.5 s)
-            for i in range(16):
-                create_pod(kubeconfig, namespace, f"p{i}", seconds=2)
-            eventually(lambda: phases(kubeconfig, namespace) == ["Succeeded"] * 16, 120, "every pod ran and succeeded")
-            workers = await lifecycle_workers(dev_env["TEMPORAL_ADDRESS"], namespace)
-            pids = {name: f"{proc.pid}@" for name, proc in replicas.items()}
-            ran = {
-                name: [wid for wid, ids in workers.items() if any(i.startswith(pid) for i in ids)]
-                for name, pid in pids.items()
-            }
-            assert len(workers) == 16, workers
-            assert ran["first"] and ran["second"], f"both replicas ran lifecycles: {ran}"
-            assert "bridge replica leads" in logs["first"].read_text()
-            assert "bridge replica leads" not in logs["second"].read_text(), "the follower ran no watcher"
-            relayed = logs["first"].read_text()
-            only_second = [wid for wid, ids in workers.items() if all(i.startswith(pids["second"]) for i in ids)]
-            assert only_second, f"some lifecycles ran on the follower alone: {workers}"
-            for wid in only_second:
-                assert f"submit relay: submitted for {wid}:" in relayed, f"{wid} was submitted by the leader"
-            assert "submitting here" not in logs["second"].read_text()
-            eventually(
-                lambda: not [p for p in pods_json(kubeconfig, namespace) if p["metadata"].get("finalizers")],
-                60,
-                "every lifecycle cleaned up (no finalizer left)",
-            )
-            for proc in replicas.values():
-                proc.send_signal(signal.SIGTERM)
-            for name, proc in replicas.items():
-                code = proc.wait(30)
-                assert code == 0, f"{name} exited {code}: {logs[name].read_text()[-3000:]}"
-    finally:
+    with two_replicas(kubeconfig, lease, tmp_path) as (namespace, replicas, logs):
+        lease_obj = get_json(kubeconfig, "lease", "-n", NAMESPACE, lease)
+        relay = lease_obj["metadata"]["annotations"][wellknown.ANNOTATION_SUBMIT_RELAY]
+        assert relay.startswith("127.0.0.1:"), lease_obj
+        for i in range(16):
+            create_pod(kubeconfig, namespace, f"p{i}", seconds=2)
+        eventually(lambda: phases(kubeconfig, namespace) == ["Succeeded"] * 16, 120, "every pod ran and succeeded")
+        workers = await lifecycle_workers(dev_env["TEMPORAL_ADDRESS"], namespace)
+        pids = {name: f"{proc.pid}@" for name, proc in replicas.items()}
+        ran = {
+            name: [wid for wid, ids in workers.items() if any(i.startswith(pid) for i in ids)]
+            for name, pid in pids.items()
+        }
+        assert len(workers) == 16, workers
+        assert ran["first"] and ran["second"], f"both replicas ran lifecycles: {ran}"
+        assert "bridge replica leads" in logs["first"].read_text()
+        assert "bridge replica leads" not in logs["second"].read_text(), "the follower ran no watcher"
+        relayed = logs["first"].read_text()
+        only_second = [wid for wid, ids in workers.items() if all(i.startswith(pids["second"]) for i in ids)]
+        assert only_second, f"some lifecycles ran on the follower alone: {workers}"
+        for wid in only_second:
+            assert f"submit relay: submitted for {wid}:" in relayed, f"{wid} was submitted by the leader"
+        assert "submitting here" not in logs["second"].read_text()
+        eventually(
+            lambda: not [p for p in pods_json(kubeconfig, namespace) if p["metadata"].get("finalizers")],
+            60,
+            "every lifecycle cleaned up (no finalizer left)",
+        )
         for proc in replicas.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-        subprocess.run([*kubectl, "delete", "namespace", namespace, "--wait=false"], capture_output=True)
+            proc.send_signal(signal.SIGTERM)
+        for name, proc in replicas.items():
+            code = proc.wait(30)
+            assert code == 0, f"{name} exited {code}: {logs[name].read_text()[-3000:]}"
 
 
 def _jobs_of(namespace: str) -> dict[tuple[str, int | None], list[str]]:
@@ -386,41 +397,24 @@ def test_a_leader_killed_while_it_submits_for_the_follower_leaves_one_job_per_su
     out and are retried (the retry reads Slurm's job list first), the follower takes over, and every pod runs with
     exactly one job per submission: none lost, none doubled."""
     kubeconfig = dev_env["KUBECONFIG"]
-    namespace = f"le-{uuid.uuid4().hex[:6]}"
-    kubectl = ["kubectl", "--kubeconfig", kubeconfig]
-    subprocess.run([*kubectl, "create", "namespace", namespace], check=True, capture_output=True)
-    logs = {name: tmp_path / f"{name}.log" for name in ("first", "second")}
-    replicas: dict[str, subprocess.Popen[bytes]] = {}
-    try:
-        with worker_killed():
-            replicas["first"] = start_replica(lease, "first", logs["first"], relay_port=free_port())
-            eventually(lambda: holder(kubeconfig, lease) == "first", 30, "the first replica leads")
-            replicas["second"] = start_replica(lease, "second", logs["second"], relay_port=free_port())
-            eventually(lambda: "bridge worker running" in logs["second"].read_text(), 30, "the follower polls")
-            time.sleep(1.0)  # the follower's elector has read the Lease
-            create_pods(kubeconfig, namespace, [f"p{i}" for i in range(12)], seconds=2)  # one burst
-            relaying = logs["first"]
-            eventually(lambda: "submit relay: submitted" in relaying.read_text(), 30, "relaying", interval=0.01)
-            replicas["first"].send_signal(signal.SIGSTOP)
-            eventually(lambda: holder(kubeconfig, lease) == "second", 30, "the follower leads")
-            replicas["first"].kill()
-            replicas["first"].wait(10)
-            eventually(lambda: phases(kubeconfig, namespace) == ["Succeeded"] * 12, 180, "every pod ran and succeeded")
-            eventually(
-                lambda: not [p for p in pods_json(kubeconfig, namespace) if p["metadata"].get("finalizers")],
-                60,
-                "every lifecycle cleaned up (no finalizer left)",
-            )
-            jobs = _jobs_of(namespace)
-            assert len({wid for wid, _ in jobs}) == 12, jobs
-            assert "did not answer" in logs["second"].read_text(), "a submit was in flight at the freeze"
-            doubled = {owner: states for owner, states in jobs.items() if len(states) > 1}
-            assert not doubled, f"more than one job for one submission: {doubled}"
-            live = {owner: s for owner, s in jobs.items() if any(x in ("PENDING", "RUNNING") for x in s)}
-            assert not live, f"jobs left running: {live}"
-    finally:
-        for proc in replicas.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-        subprocess.run([*kubectl, "delete", "namespace", namespace, "--wait=false"], capture_output=True)
+    with two_replicas(kubeconfig, lease, tmp_path) as (namespace, replicas, logs):
+        create_pods(kubeconfig, namespace, [f"p{i}" for i in range(12)], seconds=2)  # one burst
+        relaying = logs["first"]
+        eventually(lambda: "submit relay: submitted" in relaying.read_text(), 30, "relaying", interval=0.01)
+        replicas["first"].send_signal(signal.SIGSTOP)
+        eventually(lambda: holder(kubeconfig, lease) == "second", 30, "the follower leads")
+        replicas["first"].kill()
+        replicas["first"].wait(10)
+        eventually(lambda: phases(kubeconfig, namespace) == ["Succeeded"] * 12, 180, "every pod ran and succeeded")
+        eventually(
+            lambda: not [p for p in pods_json(kubeconfig, namespace) if p["metadata"].get("finalizers")],
+            60,
+            "every lifecycle cleaned up (no finalizer left)",
+        )
+        jobs = _jobs_of(namespace)
+        assert len({wid for wid, _ in jobs}) == 12, jobs
+        assert "did not answer" in logs["second"].read_text(), "a submit was in flight at the freeze"
+        doubled = {owner: states for owner, states in jobs.items() if len(states) > 1}
+        assert not doubled, f"more than one job for one submission: {doubled}"
+        live = {owner: s for owner, s in jobs.items() if any(x in ("PENDING", "RUNNING") for x in s)}
+        assert not live, f"jobs left running: {live}"

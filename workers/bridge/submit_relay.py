@@ -98,7 +98,8 @@ async def serve(handler: Handler, key: Key, host: str, port: int) -> asyncio.Ser
 async def _answer(
     reader: asyncio.StreamReader, key: Key, submit: Callable[[RelayRequest], Awaitable[SubmitResult]]
 ) -> tuple[int, bytes]:
-    method, path, headers, body = await _read_request(reader)
+    first, headers, body = await asyncio.wait_for(_read_message(reader), ANSWER_SECONDS)
+    method, path = first[0], first[1]
     if method != "POST" or path != PATH:
         return 404, b"not found"
     if not hmac.compare_digest(headers.get(SIGNATURE_HEADER, ""), sign(key(), body)):
@@ -117,22 +118,22 @@ async def _answer(
     return 200, result.model_dump_json().encode()
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes]:
-    line = (await asyncio.wait_for(reader.readline(), ANSWER_SECONDS)).decode("latin-1").split()
-    if len(line) < 2:
-        raise ValueError("no request line")
+async def _read_message(reader: asyncio.StreamReader) -> tuple[list[str], dict[str, str], bytes]:
+    """One HTTP/1.1 message: its first line (split), its headers (names in lower case), its body."""
+    first = (await reader.readline()).decode("latin-1").split()
+    if len(first) < 2:
+        raise ValueError("no request or status line")
     headers = await _read_headers(reader)
     length = int(headers.get("content-length", "0"))
     if not 0 <= length <= MAX_BODY:
-        raise ValueError(f"body of {length} bytes")
-    body = await asyncio.wait_for(reader.readexactly(length), ANSWER_SECONDS)
-    return line[0], line[1], headers, body
+        raise ValueError(f"a body of {length} bytes")
+    return first, headers, await reader.readexactly(length)
 
 
 async def _read_headers(reader: asyncio.StreamReader) -> dict[str, str]:
     headers: dict[str, str] = {}
     while True:
-        raw = (await asyncio.wait_for(reader.readline(), ANSWER_SECONDS)).decode("latin-1")
+        raw = (await reader.readline()).decode("latin-1")
         if raw in ("\r\n", "\n", ""):
             return headers
         name, _, value = raw.partition(":")
@@ -182,7 +183,8 @@ class SubmitRelayClient:
         try:
             writer.write(head.encode() + body)
             await writer.drain()
-            status, answer = await asyncio.wait_for(_read_response(reader), ANSWER_SECONDS)
+            first, _, answer = await asyncio.wait_for(_read_message(reader), ANSWER_SECONDS)
+            status = int(first[1])
         except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as err:
             telemetry.SUBMIT_RELAY.labels("unanswered").inc()
             raise ApplicationError(
@@ -210,14 +212,3 @@ class SubmitRelayClient:
         self.bypassed += 1
         telemetry.SUBMIT_RELAY.labels("local").inc()
         return None
-
-
-async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    line = (await reader.readline()).decode("latin-1").split()
-    if len(line) < 2:
-        raise ValueError("no status line")
-    headers = await _read_headers(reader)
-    length = int(headers.get("content-length", "0"))
-    if not 0 <= length <= MAX_BODY:
-        raise ValueError(f"answer of {length} bytes")
-    return int(line[1]), await reader.readexactly(length)
