@@ -153,7 +153,12 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
         ]
         server = None
         if relay is not None:
-            server = await submit_relay.serve(slurm_acts.submit, relay.key, *relay.address)
+            try:
+                server = await submit_relay.serve(slurm_acts.submit, relay.key, *relay.address)
+            except OSError as err:  # the followers then submit themselves (connection refused)
+                logger.error(
+                    "submit relay: cannot listen on %s:%s (%s); followers submit themselves", *relay.address, err
+                )
         logger.info("bridge replica leads: watchers running")
         try:
             await stop.wait()
