@@ -42,6 +42,7 @@ of jobs a restarted controller lost look free to it until their owners re-adopt 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import enum
@@ -292,6 +293,10 @@ class JobWatcher:
         """Announced jobs a reused id proved lost before any poll saw them; reported at the next delivery."""
         self._announced: dict[int, tuple[JobInfo, float]] = {}
         """Jobs announced by expect(): what was submitted and when; kept until seen no longer pending."""
+        self._young: collections.deque[tuple[float, int]] = collections.deque()
+        """(when, job id) of the announcements of the last ``fast_window_seconds``, oldest first: the fast interval
+        looks at these only. Thousands of announced jobs may stay pending for minutes, and scanning them all at each
+        poll and each cancel's ``confirmed`` took 6 % of the worker while 3,000 workloads were deleted (py-spy)."""
         self._version = 0
         """Bumped whenever the jobs or the announcements change: the derived views below are cached by it."""
         self._view: tuple[int, bool, frozenset[str]] | None = None
@@ -379,7 +384,9 @@ class JobWatcher:
             logger.warning("Slurm handed out job id %s again before a poll saw the first: it was lost", job.job_id)
             self._lost.append(prior[0])
             self.suspect_restart()
-        self._announced[job.job_id] = (job, time.monotonic())
+        now = time.monotonic()
+        self._announced[job.job_id] = (job, now)
+        self._young.append((now, job.job_id))
         view = self._view
         self._version += 1
         if view is not None and view[0] == self._version - 1:
@@ -404,10 +411,13 @@ class JobWatcher:
         floor = POLL_SPACING * self._last_poll_seconds
         if self.fast_interval_seconds is not None:
             now = time.monotonic()
-            if any(
-                job.is_pending and now - since <= self.fast_window_seconds for job, since in self._announced.values()
-            ):
-                return max(self.fast_interval_seconds, floor)
+            young = self._young
+            while young and now - young[0][0] > self.fast_window_seconds:
+                young.popleft()
+            for since, job_id in young:
+                announced = self._announced.get(job_id)
+                if announced is not None and announced[1] == since and announced[0].is_pending:
+                    return max(self.fast_interval_seconds, floor)
         return max(self.interval_seconds, floor)
 
     async def _counted(self, call: Awaitable[T]) -> T:
@@ -698,22 +708,26 @@ class JobWatcher:
             self._last_poll_seconds = now - asked  # a complete probe between filtered ones keeps its own spacing
         if await self._answered_late(asked, now):
             return []
-        events: list[JobEvent] = []
-        to_read: list[int] = []
-        for job_id, state in states.items():
-            old = self._jobs.get(job_id)
-            hint = self._announced.get(job_id) if old is None else None
-            if old is None and hint is not None and ("RUNNING" not in state or hint[0].is_running):
-                self._diff_one(hint[0].model_copy(update={"job_state": state}), now, events)
-            elif old is None or ("RUNNING" in state and not old.is_running) or _went_back(old, state):
-                to_read.append(job_id)
-            elif old.job_state != state:
-                self._diff_one(old.model_copy(update={"job_state": state}), now, events)
-        new = sum(1 for job_id in to_read if job_id not in self._jobs)
+        # Most jobs, most probes: the state is the cached one, nothing to look at (10 % of the worker at 3,000 jobs
+        # when every job went through the checks below).
+        changed = [(job_id, state) for job_id, state in states.items() if self._state_of(job_id) != state]
+        new = sum(1 for job_id, state in changed if job_id not in self._jobs and not self._announced_as(job_id, state))
         if new > max(READS_BEFORE_LIST, LIST_SHARE * len(states)):
-            # A burst of jobs no one announced (other users', or a follower replica's): one list costs less.
+            # A burst of jobs no one announced (other users', or a follower replica's): one list costs less. Decided
+            # before anything of this answer is applied, so the list's diff reports every change.
             logger.info("%d new jobs among %d: reading the job list instead of each job", new, len(states))
             return await self._list_once()
+        events: list[JobEvent] = []
+        to_read: list[int] = []
+        for job_id, state in changed:
+            old = self._jobs.get(job_id)
+            hint = self._announced_as(job_id, state) if old is None else None
+            if hint is not None:
+                self._diff_one(hint.model_copy(update={"job_state": state}), now, events)
+            elif old is None or ("RUNNING" in state and not old.is_running) or _went_back(old, state):
+                to_read.append(job_id)
+            else:
+                self._diff_one(old.model_copy(update={"job_state": state}), now, events)
         for job in await asyncio.gather(*(self._read(job_id) for job_id in to_read)):
             if job is not None:
                 self._diff_one(job, now, events)
@@ -726,6 +740,18 @@ class JobWatcher:
         if ids is None:
             self.answered_since = asked
         return delivered
+
+    def _state_of(self, job_id: int) -> list[str] | None:
+        job = self._jobs.get(job_id)
+        return job.job_state if job is not None else None
+
+    def _announced_as(self, job_id: int, state: list[str]) -> JobInfo | None:
+        """The announcement of a job no poll has seen yet, when it tells all but the state: a job announced
+        pending that is now running is read instead (its nodes)."""
+        hint = self._announced.get(job_id)
+        if hint is None or ("RUNNING" in state and not hint[0].is_running):
+            return None
+        return hint[0]
 
     def _filtering(self) -> bool:
         """Whether the probe asks for the tracked jobs only: other jobs outnumber them (else a probe of every job

@@ -262,10 +262,11 @@ async def test_a_burst_of_unannounced_jobs_is_listed_once_not_read_one_by_one(mo
     assert sorted(_kinds(await watcher.poll_once())) == [(A, j) for j in few]
     assert fake.calls == ["job_states", *["get_job"] * 4], "four new jobs: read each"
     burst = [await fake.submit_job(_job(f"burst-{i}")) for i in range(5)]
+    await fake.cancel_job(few[0])  # a change of a known job in the same answer is reported by the list
     fake.calls.clear()
     events = await watcher.poll_once()
     assert fake.calls == ["job_states", "list_jobs"], "five new jobs: one list, no read"
-    assert sorted(_kinds(events)) == [(A, j) for j in burst]
+    assert sorted(_kinds(events)) == sorted([(F, few[0]), *((A, j) for j in burst)])
     assert {watcher.jobs[j].name for j in burst} == {f"burst-{i}" for i in range(5)}
     fake.calls.clear()
     assert await watcher.poll_once() == [] and fake.calls == ["job_states"], "then probes again"
@@ -339,6 +340,28 @@ async def test_fast_interval_while_an_announced_job_is_young_and_pending(monkeyp
     slow = JobWatcher(fake, state_probe=True)
     slow.expect(JobInfo(job_id=second, name="second", job_state=["PENDING"], comment="mine"))
     assert slow.current_interval() == 0.25, "no fast interval configured"
+
+
+async def test_only_young_announcements_are_looked_at_for_the_fast_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thousands of announced jobs that stay pending do not make each ``current_interval`` look at every one."""
+    clock = [1000.0]
+    monkeypatch.setattr("slinky.clients.slurm.watcher.time.monotonic", lambda: clock[0])
+    watcher = JobWatcher(
+        fake_cluster(), state_probe=True, fast_interval_seconds=0.05, fast_window_seconds=3.0
+    )  # fmt: skip
+    for job_id in range(1, 2001):
+        watcher.expect(JobInfo(job_id=job_id, name="old", job_state=["PENDING"], comment="mine"))
+    assert watcher.current_interval() == 0.05
+    clock[0] += 5
+    looked: list[int] = []
+    pending = JobInfo.is_pending
+    monkeypatch.setattr(JobInfo, "is_pending", property(lambda job: looked.append(job.job_id) or pending.fget(job)))
+    assert watcher.current_interval() == 0.25, "2,000 announcements, all older than the window: the normal interval"
+    watcher.expect(JobInfo(job_id=5000, name="young", job_state=["PENDING"], comment="mine"))
+    assert watcher.current_interval() == 0.05
+    assert looked == [5000], "only the young announcement was looked at"
+    watcher.expect(JobInfo(job_id=5000, name="young", job_state=["RUNNING"], comment="mine"))
+    assert watcher.current_interval() == 0.25, "announced again as running: nothing to wait for"
 
 
 async def test_state_probe_does_not_read_a_job_announced_running() -> None:
