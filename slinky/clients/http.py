@@ -19,7 +19,6 @@ from typing import Any
 
 import httpcore
 import httpx
-from httpcore._utils import is_socket_readable
 
 SocketOption = tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
 
@@ -78,8 +77,10 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":
-            # httpcore asks before reusing a pooled connection: readable while idle means closed by the server.
-            return self._socket is not None and is_socket_readable(self._socket)
+            # httpcore asks before reusing a pooled connection: readable while idle means closed by the server. The
+            # loop reads every connection as data comes, so the stream's state tells it without a select() per
+            # request (4 % of the bridge worker in a burst of pods, py-spy).
+            return self._reader.at_eof() or self._writer.is_closing()
         if info == "ssl_object":
             return self._writer.get_extra_info("ssl_object")
         if info == "client_addr":

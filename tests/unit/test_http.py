@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
@@ -87,6 +88,40 @@ async def test_a_connection_the_server_closed_while_idle_is_replaced() -> None:
         assert (await c.get("/")).text == "once"
         await asyncio.sleep(0.1)
         assert (await c.get("/")).text == "once"
+    assert connections == 2
+
+
+async def test_an_idle_connection_is_judged_by_the_streams_state_without_a_select(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No select() per request: a live idle connection is reused, one the server closed is not."""
+
+    def no_select(*args: object) -> None:
+        pytest.fail("select() called")
+
+    monkeypatch.setattr(select, "poll", no_select)  # what httpcore's readability check calls on Linux
+    monkeypatch.setattr(select, "select", no_select)
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                head = await _request(reader)
+                writer.write(_answer(b"ok"))  # no Connection: close, even before hanging up
+                await writer.drain()
+                if b"/bye" in head:
+                    writer.close()
+                    return
+
+    async with serve(handler) as url, client(url) as c:
+        assert (await c.get("/")).text == "ok"
+        assert (await c.get("/")).text == "ok"
+        assert connections == 1, "the same connection, still open"
+        assert (await c.get("/bye")).text == "ok"
+        await asyncio.sleep(0.1)
+        assert (await c.get("/")).text == "ok", "the closed one was not reused"
     assert connections == 2
 
 
