@@ -386,7 +386,8 @@ class JobWatcher:
             self.suspect_restart()
         now = time.monotonic()
         self._announced[job.job_id] = (job, now)
-        self._young.append((now, job.job_id))
+        if self.fast_interval_seconds is not None:  # only current_interval trims it
+            self._young.append((now, job.job_id))
         view = self._view
         self._version += 1
         if view is not None and view[0] == self._version - 1:
@@ -520,9 +521,11 @@ class JobWatcher:
             return await self._probe_once()
         return await self._list_once()
 
-    async def _list_once(self) -> list[JobEvent]:
-        """``GET jobs?update_time=`` (the full list when anything changed), diffed against the cache."""
-        update_time = None if self._need_resync or self._last_update is None else self._last_update - 1
+    async def _list_once(self, *, whole: bool = False) -> list[JobEvent]:
+        """``GET jobs?update_time=`` (the full list when anything changed), diffed against the cache; ``whole``: the
+        full list whatever slurmctld's last update (a probe just saw the new jobs it must bring)."""
+        fresh = whole or self._need_resync or self._last_update is None
+        update_time = None if fresh or self._last_update is None else self._last_update - 1
         asked = time.monotonic()
         self.requests["full_list"] += 1
         page = await self._counted(self._client.list_jobs(update_time))
@@ -716,7 +719,7 @@ class JobWatcher:
             # A burst of jobs no one announced (other users', or a follower replica's): one list costs less. Decided
             # before anything of this answer is applied, so the list's diff reports every change.
             logger.info("%d new jobs among %d: reading the job list instead of each job", new, len(states))
-            return await self._list_once()
+            return await self._list_once(whole=True)
         events: list[JobEvent] = []
         to_read: list[int] = []
         for job_id, state in changed:

@@ -264,8 +264,17 @@ async def test_a_burst_of_unannounced_jobs_is_listed_once_not_read_one_by_one(mo
     burst = [await fake.submit_job(_job(f"burst-{i}")) for i in range(5)]
     await fake.cancel_job(few[0])  # a change of a known job in the same answer is reported by the list
     fake.calls.clear()
+    asked: list[int | None] = []
+    listing = fake.list_jobs
+
+    async def list_jobs(update_time: int | None = None) -> JobsPage:
+        asked.append(update_time)
+        return await listing(update_time)
+
+    monkeypatch.setattr(fake, "list_jobs", list_jobs)
     events = await watcher.poll_once()
     assert fake.calls == ["job_states", "list_jobs"], "five new jobs: one list, no read"
+    assert asked == [None], "the whole list: the probe saw the new jobs, whatever slurmctld's last update says"
     assert sorted(_kinds(events)) == sorted([(F, few[0]), *((A, j) for j in burst)])
     assert {watcher.jobs[j].name for j in burst} == {f"burst-{i}" for i in range(5)}
     fake.calls.clear()
@@ -362,6 +371,14 @@ async def test_only_young_announcements_are_looked_at_for_the_fast_interval(monk
     assert looked == [5000], "only the young announcement was looked at"
     watcher.expect(JobInfo(job_id=5000, name="young", job_state=["RUNNING"], comment="mine"))
     assert watcher.current_interval() == 0.25, "announced again as running: nothing to wait for"
+
+
+async def test_without_a_fast_interval_announcements_are_not_kept_for_it() -> None:
+    watcher = JobWatcher(fake_cluster(), state_probe=True)
+    for job_id in range(1, 1001):
+        watcher.expect(JobInfo(job_id=job_id, name="j", job_state=["PENDING"], comment="mine"))
+    assert watcher.current_interval() == 0.25
+    assert len(watcher._young) == 0, "nothing would ever trim them"
 
 
 async def test_state_probe_does_not_read_a_job_announced_running() -> None:
