@@ -83,7 +83,7 @@ class LeaderElector:
         """Written on the Lease with every acquire and renewal: what the others should know of the leader (the
         bridge's submit relay address)."""
         self._holder_annotations: dict[str, str] = {}
-        """The Lease's annotations as last read while another candidate held it (with the holder they belong to)."""
+        """The Lease's annotations as last read (``holder_annotation`` trusts them only when written by the holder)."""
 
     @property
     def path(self) -> str:

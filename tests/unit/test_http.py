@@ -52,6 +52,18 @@ def client(url: str, timeout: float = 5.0) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=url, timeout=timeout, transport=http.transport(limits=LIMITS))
 
 
+@pytest.fixture
+def no_select(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No select()/poll() per request: whether a pooled connection is still open comes from the stream's state."""
+
+    def fail(*args: object) -> None:
+        pytest.fail("select() called")
+
+    monkeypatch.setattr(select, "poll", fail)  # what httpcore's own readability check calls on Linux
+    monkeypatch.setattr(select, "select", fail)
+
+
+@pytest.mark.usefixtures("no_select")
 async def test_requests_reuse_one_connection_and_bodies_arrive_whole() -> None:
     connections = 0
     big = b"x" * 300_000  # more than the stream's buffer: read in pieces
@@ -72,6 +84,7 @@ async def test_requests_reuse_one_connection_and_bodies_arrive_whole() -> None:
     assert connections == 1, "keep-alive: one connection for every request"
 
 
+@pytest.mark.usefixtures("no_select")
 async def test_a_connection_the_server_closed_while_idle_is_replaced() -> None:
     """httpcore asks the stream whether it is readable before reusing it: a closed one is dropped, not used."""
     connections = 0
@@ -88,40 +101,6 @@ async def test_a_connection_the_server_closed_while_idle_is_replaced() -> None:
         assert (await c.get("/")).text == "once"
         await asyncio.sleep(0.1)
         assert (await c.get("/")).text == "once"
-    assert connections == 2
-
-
-async def test_an_idle_connection_is_judged_by_the_streams_state_without_a_select(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """No select() per request: a live idle connection is reused, one the server closed is not."""
-
-    def no_select(*args: object) -> None:
-        pytest.fail("select() called")
-
-    monkeypatch.setattr(select, "poll", no_select)  # what httpcore's readability check calls on Linux
-    monkeypatch.setattr(select, "select", no_select)
-    connections = 0
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal connections
-        connections += 1
-        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
-            while True:
-                head = await _request(reader)
-                writer.write(_answer(b"ok"))  # no Connection: close, even before hanging up
-                await writer.drain()
-                if b"/bye" in head:
-                    writer.close()
-                    return
-
-    async with serve(handler) as url, client(url) as c:
-        assert (await c.get("/")).text == "ok"
-        assert (await c.get("/")).text == "ok"
-        assert connections == 1, "the same connection, still open"
-        assert (await c.get("/bye")).text == "ok"
-        await asyncio.sleep(0.1)
-        assert (await c.get("/")).text == "ok", "the closed one was not reused"
     assert connections == 2
 
 

@@ -161,9 +161,6 @@ class SubmitRelayClient:
     def __init__(self, leader: Callable[[], str | None], key: Key) -> None:
         self.leader = leader
         self.key = key
-        self.relayed = 0
-        self.bypassed = 0
-        """Submits made here because the leader could not be reached (or refused before doing anything)."""
 
     async def submit(self, data: SubmitInput, attempt: int) -> SubmitResult | None:
         address = self.leader()
@@ -195,7 +192,6 @@ class SubmitRelayClient:
         finally:
             writer.close()
         if status == 200:
-            self.relayed += 1
             telemetry.SUBMIT_RELAY.labels("relayed").inc()
             return SubmitResult.model_validate_json(answer)
         if status == 500:
@@ -207,8 +203,8 @@ class SubmitRelayClient:
         logger.warning("submit relay at %s answered %s (%s); submitting here", address, status, answer[:200])
         return self._local()
 
-    def _local(self) -> SubmitResult | None:
-        """None: the caller submits here."""
-        self.bypassed += 1
+    @staticmethod
+    def _local() -> SubmitResult | None:
+        """None: the caller submits here (the leader was not reached, or refused before doing anything)."""
         telemetry.SUBMIT_RELAY.labels("local").inc()
         return None

@@ -44,24 +44,27 @@ async def leader(handler: submit_relay.Handler, key: str = KEY) -> AsyncIterator
         await server.wait_closed()
 
 
+def _relay_count(result: str) -> float:
+    return telemetry.REGISTRY.get_sample_value("slinky_bridge_submit_relay_total", {"result": result}) or 0.0
+
+
 async def test_a_followers_submit_is_allocated_at_once_by_the_leader() -> None:
     """The leader's gate is open and its index hears of the job; the follower's activity gets the nodes without
     ever calling Slurm itself."""
     fake, index, gate = fake_cluster(), Index(), Gate(open_=True)
     leading = SlurmActivities(fake, index, gate)
+    relayed, local = _relay_count("relayed"), _relay_count("local")
     async with leader(leading.submit) as address:
-        follower = SlurmActivities(fake_cluster(), Index(), None)  # its own Slurm must stay untouched
-        follower.relay = client = SubmitRelayClient(lambda: address, lambda: KEY)
+        own = fake_cluster()
+        follower = SlurmActivities(own, Index(), None)
+        follower.relay = SubmitRelayClient(lambda: address, lambda: KEY)
         result: SubmitResult = await ActivityEnvironment().run(follower.submit_placeholder_job, _input())
+    assert own.calls == [], "the follower never called Slurm itself"
     assert result.job_id is not None and result.nodes, "allocated at once, with its nodes"
     assert (await fake.get_job(result.job_id)).is_running
     assert [j.job_id for j in index.expected] == [result.job_id], "the leader's job view announced it"
     assert gate.asked == [("p", 1)]
-    assert client.relayed == 1 and client.bypassed == 0
-
-
-def _relay_count(result: str) -> float:
-    return telemetry.REGISTRY.get_sample_value("slinky_bridge_submit_relay_total", {"result": result}) or 0.0
+    assert (_relay_count("relayed") - relayed, _relay_count("local") - local) == (1, 0)
 
 
 async def test_each_result_is_counted_for_the_metrics() -> None:
@@ -109,14 +112,15 @@ async def test_what_surely_did_not_reach_the_leader_is_submitted_here(case: str)
         called.append(data)
         return SubmitResult(job_id=1)
 
+    relayed, local = _relay_count("relayed"), _relay_count("local")
     async with leader(handler, key="another.jwt" if case == "wrong key" else KEY) as address:
         where = {"no leader": None, "refused": f"127.0.0.1:{_free_port()}", "wrong key": address}[case]
         follower = SlurmActivities(fake := fake_cluster(), Index(), None)
-        follower.relay = client = SubmitRelayClient(lambda: where, lambda: KEY)
+        follower.relay = SubmitRelayClient(lambda: where, lambda: KEY)
         result: SubmitResult = await ActivityEnvironment().run(follower.submit_placeholder_job, _input())
     assert called == [], "the leader did nothing"
     assert result.job_id is not None and (await fake.get_job(result.job_id)).is_pending, "queued here"
-    assert client.bypassed == 1 and client.relayed == 0
+    assert (_relay_count("relayed") - relayed, _relay_count("local") - local) == (0, 1)
 
 
 async def test_a_failed_submit_on_the_leader_is_retried_not_submitted_here() -> None:
