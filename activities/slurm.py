@@ -86,6 +86,10 @@ class JobIndex(Protocol):
 
     def expect(self, job: JobInfo) -> None: ...
 
+    def cancelling(self, ref: JobRef) -> None:
+        """The job's own lifecycle is cancelling it: its end is no news to that lifecycle (no ``job_event``)."""
+        ...
+
 
 class Capacity(Protocol):
     """The worker's estimate of free Slurm nodes: ask for an immediate allocation only when it will likely be
@@ -159,6 +163,9 @@ async def cancel_owned_job(slurm: SlurmApi, ref: JobRef, index: JobIndex | None 
         return False
     if job.is_finished:
         return False
+    if index is not None:
+        # Told before the cancel: the watcher may see the job end before the cancel's answer is read.
+        index.cancelling(ref)
     await slurm.cancel_job(ref.job_id)
     return True
 

@@ -33,7 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.common import Progress, cpu_seconds, run_cancellable, slurm_rest
+from bench.common import CpuMeter, Progress, cpu_seconds, run_cancellable, slurm_rest
 from slinky import wellknown
 from slinky.clients.errors import KubeError, KubeUnavailable
 from slinky.clients.kube import KubeClient, pod_path
@@ -137,6 +137,8 @@ class Scale:
                         await asyncio.sleep(0.5)
                 failures += 1
 
+        meter = CpuMeter.of_pid_files(stack.STATE / "pids")
+        meter.start()
         started = time.monotonic()
         tasks: list[asyncio.Task[None]] = []
         counting = asyncio.create_task(self._keep_counting())
@@ -154,8 +156,10 @@ class Scale:
             while time.monotonic() < deadline and self.counts["with_job"] < self.created:
                 await asyncio.sleep(2)
         counting.cancel()
+        cpu = meter.stop()
         await self.refresh_pods()
         return {
+            "cpu_seconds": {name: round(s, 1) for name, s in cpu.items()},
             "created": self.created,
             "create_failures": failures,
             "create_seconds": round(created_s, 1),
@@ -245,6 +249,8 @@ class Scale:
     async def delete_all(self) -> dict[str, Any]:
         await self.refresh_pods()
         jobs = set(self.jobs)
+        meter = CpuMeter.of_pid_files(stack.STATE / "pids")
+        meter.start()
         started = time.monotonic()
         try:
             await self.kube.request("DELETE", pod_path(self.namespace), params={"gracePeriodSeconds": "0"})
@@ -265,7 +271,9 @@ class Scale:
                 if not live_jobs and not left:
                     break
                 await asyncio.sleep(1)
+        cpu = meter.stop()
         return {
+            "cpu_seconds": {name: round(s, 1) for name, s in cpu.items()},
             "pods_left": left,
             "live_jobs_left": live_jobs,
             "to_no_live_job_seconds": round(no_jobs_at - started, 1) if no_jobs_at else None,

@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
 from temporalio.client import Client
 
 from activities.slurm import job_event_of
 from slinky import telemetry, wellknown
-from slinky.bridge.models.workload import JobEvent, owns_job, workflow_id_from_job_comment
+from slinky.bridge.models.workload import JobEvent, JobRef, owns_job, workflow_id_from_job_comment
 from slinky.clients.slurm import JobEvent as WatchEvent
 from slinky.clients.slurm import JobEventType, JobInfo, JobWatcher, SlurmApi
 from workers.bridge.signals import signal_lifecycle
@@ -32,6 +33,9 @@ SIGNAL_CONCURRENCY = 32
 RELOOK_SECONDS = 5.0
 """How long a signal that found its lifecycle ended waits for the next poll before it calls the job live."""
 CAUSE_RESTART = "controller restart"
+CANCELLING_SECONDS = 600.0
+"""How long a lifecycle's own cancel keeps its job's end from being signalled (a cancel that failed is retried by
+the activity well within it)."""
 
 
 def _identity(job: JobInfo) -> Hashable:
@@ -101,6 +105,9 @@ class SlurmJobRouter:
         when a live job's lifecycle has ended."""
         self._restarts_seen = 0
         self._live: dict[str, JobInfo] = {}
+        self._cancelling: OrderedDict[int, tuple[JobRef, float]] = OrderedDict()
+        """Jobs their own lifecycle is cancelling, and since when (``time.monotonic``)."""
+        self.ends_unsignalled = 0
         self._sem = asyncio.Semaphore(SIGNAL_CONCURRENCY)
         self._tasks: set[asyncio.Task[None]] = set()
         self.signals_sent = 0
@@ -142,6 +149,28 @@ class SlurmJobRouter:
             self._live[workflow_id] = job
         self.watcher.expect(job)
 
+    def cancelling(self, ref: JobRef) -> None:
+        """The lifecycle cancels its own job and goes on without waiting for the end: a ``job_event`` of that end
+        would only fail the workflow task that is completing the lifecycle (Temporal's UnhandledCommand: a signal
+        arrived meanwhile) and run it again (3,000 deleted pending pods: one failed and one extra task each)."""
+        now = time.monotonic()
+        self._cancelling[ref.job_id] = (ref, now)
+        self._cancelling.move_to_end(ref.job_id)
+        while self._cancelling:
+            _, (_, since) = next(iter(self._cancelling.items()))
+            if now - since <= CANCELLING_SECONDS:
+                break
+            self._cancelling.popitem(last=False)
+
+    def _cancelled_by_owner(self, event: WatchEvent) -> bool:
+        """Whether this event is the end (or an echo) of a job its own lifecycle is cancelling."""
+        entry = self._cancelling.get(event.job_id)
+        if entry is None or not entry[0].owns(event.job.comment):
+            return False
+        if event.type is JobEventType.VANISHED or event.job.is_finished:
+            del self._cancelling[event.job_id]
+        return True
+
     # Routing ----------------------------------------------------------------------------------------
     def _on_event(self, event: WatchEvent) -> None:
         if self.watcher.controller_restarts != self._restarts_seen and self.request_gc is not None:
@@ -163,6 +192,9 @@ class SlurmJobRouter:
             self._live[workflow_id] = event.job
         if started_by_submit and event.type is JobEventType.ADDED and event.job.is_running:
             return  # the submit result told the workflow already: no signal, no workflow task
+        if self._cancelled_by_owner(event):
+            self.ends_unsignalled += 1
+            return
         if is_news(event):
             cause = CAUSE_RESTART if event.controller_restart else ""
             signal = job_event_of(event.job, vanished=vanished, cause=cause)

@@ -74,6 +74,9 @@ class NoJobIndex:
     def expect(self, job: JobInfo) -> None:
         return None
 
+    def cancelling(self, ref: JobRef) -> None:
+        return None
+
 
 async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     """Run the bridge replica until ``stop``.

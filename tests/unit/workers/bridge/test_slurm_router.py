@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from slinky.bridge.models.workload import job_comment_for
+from activities import slurm as slurm_activities
+from slinky.bridge.models.workload import JobRef, job_comment_for
 from slinky.clients.slurm import JobDescMsg, JobInfo
 from tests.unit.slurm.helpers import fake_cluster
+from workers.bridge import slurm_router
 from workers.bridge.slurm_router import SlurmJobRouter
 
 WID = "workload/ns/uid"
@@ -224,3 +226,31 @@ async def test_the_garbage_collectors_view_is_the_watchers_while_fresh() -> None
     assert [j.job_id for j in jobs] == [job_id] and jobs[0].comment == job_comment_for(WID)
     assert asked == router.watcher.answered_since, "with the time its poll was asked (the GC's lost-job check)"
     assert router.jobs_seen_within(0) is None, "older than asked: Slurm's own list instead"
+
+
+async def test_a_job_its_lifecycle_cancels_ends_without_a_signal_but_a_users_cancel_is_told(monkeypatch: Any) -> None:
+    # The lifecycle goes on without waiting for its own cancel's end; a signal of it arriving meanwhile only failed
+    # the workflow task that completed the lifecycle (UnhandledCommand) and ran it again.
+    monkeypatch.setattr(slurm_activities, "CONFIRM_SECONDS", 0.01)
+    fake, temporal = fake_cluster(), _Temporal()
+    router = SlurmJobRouter(fake, temporal)  # type: ignore[arg-type]
+    await _poll(router)
+    own, users = await fake.submit_job(_job()), await fake.submit_job(_job())
+    await _poll(router)
+    temporal.sent.clear()
+    assert await slurm_activities.cancel_owned_job(fake, JobRef(job_id=own, workflow_id=WID, submission=None), router)
+    await fake.cancel_job(users)  # scancel by someone else: the lifecycle must hear of it
+    await _poll(router)
+    assert [(e.job_id, e.state) for _, _, e in temporal.sent] == [(users, "CANCELLED")]
+    assert router.ends_unsignalled == 1
+    assert router._cancelling == {}, "forgotten once its end was seen"
+
+
+def test_a_cancel_whose_end_is_never_seen_is_forgotten_after_a_while(monkeypatch: Any) -> None:
+    router = SlurmJobRouter(fake_cluster(), _Temporal())  # type: ignore[arg-type]
+    clock = [1000.0]
+    monkeypatch.setattr(slurm_router.time, "monotonic", lambda: clock[0])
+    router.cancelling(JobRef(job_id=1, workflow_id=WID))
+    clock[0] += slurm_router.CANCELLING_SECONDS + 1
+    router.cancelling(JobRef(job_id=2, workflow_id=WID))
+    assert list(router._cancelling) == [2]
