@@ -91,6 +91,15 @@ class WorkerSettings(BaseModel):
         '"Upgrading").',
     )
 
+    sticky_schedule_to_start_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="How long a lifecycle's next workflow task waits for this worker (which has the lifecycle in its "
+        "cache) before Temporal hands it to any worker with the full history. Short: a killed worker's lifecycles "
+        "move on sooner; too short: in a burst (3,000 pods deleted at once) tasks leave a busy but live worker and "
+        "each is replayed from its whole history.",
+    )
+
     submit_relay_port: int | None = Field(
         None,
         description="With leader election: the leader takes its followers' submits on this port, so that their "

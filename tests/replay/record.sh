@@ -9,7 +9,8 @@
 # With free nodes these take the immediate-allocation path. The queued_*.json histories are kept from the code
 # before it (job queued, start signal awaited): they guard workflows started by older workers. To record that
 # path again, run the worker with SLINKY_SLURM__IMMEDIATE_ALLOCATION=false and rename the outputs. The unfolded_*.json
-# histories are from the code before place_pods/release_pods (session 11): keep them too.
+# histories are from the code before place_pods/release_pods (session 11), and the timer_per_wait_*.json ones from the
+code before the one re-check timer (session 15): keep them too.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source .slinky-dev/env

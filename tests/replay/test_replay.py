@@ -2,13 +2,15 @@
 
 The histories in ``histories/`` were recorded from the live dev stack by ``record.sh``
 (``temporal workflow show -o json``): a pod that ran to completion, a pod deleted while Running, and a PodGroup
-gang of two (gathered, one job, one member per node, both Succeeded); with the current code (binding, labelling
-and Events in one activity, session 11), as ``unfolded_*`` with immediate allocation and separate activities
-(session 4), and as ``queued_*`` from the earlier code that always queued the job and waited for its start signal:
-a workflow started by an older worker must still replay on the new code. The ``lost_*`` histories were recorded by
-``record_crash.py`` after runs of the slurmctld crash test: a job lost before it started (resubmitted), and a job
-lost while its pod ran (re-adopted at once on its node, or queued for it). A code change that alters the commands
-the workflow issues for an existing history fails here; guard such a change with ``workflow.patched()``.
+gang of two (gathered, one job, one member per node, both Succeeded). They were recorded with the current code
+(binding, labelling and Events in one activity, session 11; one re-check timer kept across signals, session 15);
+as ``timer_per_wait_*`` with a re-check timer started at each wait (session 14); as ``unfolded_*`` with immediate
+allocation and separate activities (session 4); and as ``queued_*`` from the earlier code that always queued the
+job and waited for its start signal: a workflow started by an older worker must still replay on the new code. The
+``lost_*`` histories were recorded by ``record_crash.py`` after runs of the slurmctld crash test: a job lost before
+it started (resubmitted), and a job lost while its pod ran (re-adopted at once on its node, or queued for it). A
+code change that alters the commands the workflow issues for an existing history fails here; guard such a change
+with ``workflow.patched()``.
 """
 
 from __future__ import annotations
@@ -58,9 +60,10 @@ def calls(path: Path) -> list[str]:
 
 KINDS = ("pod_happy_path", "pod_deleted_while_running", "podgroup_gang_of_two")
 LOST = ("lost_pending_resubmitted", "lost_running_readopted", "lost_running_readopt_queued")
-OLDER = ("unfolded_", "queued_")
-"""Histories of older code: separate bind, label and finalizer activities (``unfolded_``, session 10), and before
-that the job always queued (``queued_``)."""
+OLDER = ("timer_per_wait_", "unfolded_", "queued_")
+"""Histories of older code: a re-check timer started at every wait and cancelled by the next signal
+(``timer_per_wait_``, session 14), separate bind, label and finalizer activities (``unfolded_``, session 10), and
+before that the job always queued (``queued_``)."""
 
 
 def test_histories_were_recorded() -> None:
@@ -94,20 +97,23 @@ def test_crash_histories_show_the_recovery_their_names_say(name: str) -> None:
         assert found.index("bind_pods") < found.index("job_event:VANISHED")
 
 
-@pytest.mark.parametrize("prefix", ["", "unfolded_", "queued_"], ids=["folded", "unfolded", "queued"])
+@pytest.mark.parametrize(
+    "prefix", ["", "timer_per_wait_", "unfolded_", "queued_"], ids=["folded", "timer-per-wait", "unfolded", "queued"]
+)
 def test_histories_show_what_their_names_say(prefix: str) -> None:
     """The gang gathered its second member and bound both. The ``queued_`` histories (recorded before immediate
     allocation) waited for the job's start signal and labelled before binding; the others got their nodes from the
     submit and bound at once: the ``unfolded_`` ones then labelled in an activity of its own, the current ones bind,
     label and tell in one (place_pods) and remove the finalizers and tell in one (release_pods)."""
     histories = {kind: calls(HISTORIES[0].parent / f"{prefix}{kind}.json") for kind in KINDS}
-    bind, release = ("place_pods", "release_pods") if not prefix else ("bind_pods", "remove_finalizers")
+    folded = prefix in ("", "timer_per_wait_")
+    bind, release = ("place_pods", "release_pods") if folded else ("bind_pods", "remove_finalizers")
     for found in histories.values():
         assert {"build_job_spec", "submit_placeholder_job", bind, release} <= set(found)
         assert found.index("cancel_job") < found.index(release)
         if prefix == "queued_":
             assert found.index("label_pods") < found.index("job_event:RUNNING") < found.index("bind_pods")
-        elif prefix:
+        elif not folded:
             assert "job_event:RUNNING" not in found
             assert found.index("submit_placeholder_job") < found.index("bind_pods") < found.index("label_pods")
         else:
@@ -121,6 +127,20 @@ def test_histories_show_what_their_names_say(prefix: str) -> None:
     assert gang.count("pod_event:added") == 2 and gang.count("submit_placeholder_job") == 1
     assert gang.index("pod_event:added", 1) < gang.index("submit_placeholder_job")
     assert gang.count("set_group_phase") == (3 if prefix == "queued_" else 2) and gang.count("pod_event:terminal") == 2
+
+
+def _event_types(path: Path) -> list[str]:
+    return [e["eventType"] for e in json.loads(path.read_text())["events"]]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_current_histories_keep_one_recheck_timer_across_signals(kind: str) -> None:
+    """Recorded with one re-check timer per period: the signals (pods deleted, terminal, gang members added)
+    cancel and start no timer. The same lifecycles recorded before did, at every signal."""
+    now = _event_types(HISTORIES[0].parent / f"{kind}.json")
+    before = _event_types(HISTORIES[0].parent / f"timer_per_wait_{kind}.json")
+    assert now.count("EVENT_TYPE_TIMER_STARTED") == 1 and "EVENT_TYPE_TIMER_CANCELED" not in now
+    assert before.count("EVENT_TYPE_TIMER_CANCELED") >= 1
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import WorkflowEnvironment
@@ -152,7 +153,8 @@ async def test_an_immediate_allocation_binds_without_a_start_signal_then_labels(
 
 async def test_an_allocated_pod_costs_five_local_activities(run_workload: Any, fakes: FakeActivities) -> None:
     """Binding, labelling and their two Events are one activity (place_pods), the finalizer and the cleanup Event
-    another (release_pods): 5 markers in the history instead of 9, and one patch marker."""
+    another (release_pods): 5 markers in the history instead of 9, and two patch markers (that one, and the one
+    re-check timer)."""
     fakes.submit = [SubmitResult(job_id=JOB_ID, nodes=["slurm-7"])]
     async with run_workload() as handle:
         await step_is(handle, "running")
@@ -171,7 +173,7 @@ async def test_an_allocated_pod_costs_five_local_activities(run_workload: Any, f
         for e in history
         if e.marker_recorded_event_attributes.marker_name == "core_patch"
     ]
-    assert len(patches) == 1
+    assert len(patches) == 2
     [placed] = fakes.args("place_pods")
     assert placed.label and placed.workflow_id == handle.id and placed.scheduled_reason == "Scheduled"
     [released] = fakes.args("release_pods")
@@ -552,6 +554,30 @@ async def test_safety_recheck_finds_a_missed_allocation_and_binds(
     ]
     assert fakes.args("get_job")[0].workflow_id == handle.id
     assert fakes.args("bind_pods")[0].bindings == [PodBinding(pod=POD, slurm_node="slurm-5")]
+
+
+async def test_signals_while_pending_start_no_timer_and_the_recheck_still_comes_each_period(
+    env: WorkflowEnvironment, run_workload: Any, fakes: FakeActivities
+) -> None:
+    """One durable timer per re-check period, not one started and cancelled at each wait: three pending reasons
+    and a pod deletion cost no timer events, and the re-check still comes when the period ends."""
+    async with run_workload(workload_input(safety_recheck_seconds=60.0)) as handle:
+        await step_is(handle, "wait_allocation")
+        for reason in ("Priority", "Resources", "Priority"):
+            await job_event(handle, "PENDING", reason)
+            await signal_applied(handle)
+        await env.sleep(30)
+        await job_event(handle, "PENDING", "Resources")
+        await env.sleep(31)  # 61 s after the first wait, 31 s after the last signal: the period, not the silence
+        await fakes.called("get_job")
+        assert (await step_is(handle, "wait_allocation")).rechecks == 1
+        await pod_event(handle, PodEventKind.GONE)
+        await handle.result()
+        history = [e async for e in handle.fetch_history_events()]
+    kinds = [e.event_type for e in history]
+    assert kinds.count(EventType.EVENT_TYPE_TIMER_STARTED) == 2, "the first period's timer and the next one's"
+    assert kinds.count(EventType.EVENT_TYPE_TIMER_FIRED) == 1
+    assert EventType.EVENT_TYPE_TIMER_CANCELED not in kinds
 
 
 async def test_events_for_another_pod_uid_are_ignored(run_workload: Any, fakes: FakeActivities) -> None:

@@ -25,6 +25,7 @@ from activities.kube import KubeActivities
 from activities.slurm import SlurmActivities
 from slinky import telemetry, wellknown
 from slinky.bridge.models.jobspec import TranslateDefaults
+from slinky.bridge.models.workload import JobRef
 from slinky.clients.events import EventRecorder
 from slinky.clients.kube import KubeClient
 from slinky.clients.leader import LeaderElector
@@ -102,8 +103,9 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
         task_queue=settings.temporal.task_queue,
         workflows=[WorkloadWorkflow],
         activities=[*kube_acts.all(), *slurm_acts.all()],
-        # After a kill -9 the next worker picks the workflow up within seconds, not 10 s.
-        sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
+        # Not shorter: 3 s sent 1.4 tasks per pod of a 3,000-pod burst away from this busy worker to the shared
+        # queue, each then replayed from its whole history (docs/benchmarks.md, "Many open workloads").
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.worker.sticky_schedule_to_start_seconds),
         max_concurrent_local_activities=200,
         # The sandbox re-imports modules for every workflow run, which made the worker CPU-bound at a few
         # lifecycles per second on 2 cores. Determinism is guarded where it is cheap instead: the
