@@ -100,6 +100,14 @@ class WorkerSettings(BaseModel):
         "each is replayed from its whole history.",
     )
 
+    max_concurrent_workflow_tasks: int = Field(
+        100,
+        ge=2,
+        description="Workflow tasks this worker holds at once. A pod's lifecycle starts on this worker only while "
+        "one of them is free (eager start); otherwise its first task goes through the task queue, behind every "
+        "task waiting there.",
+    )
+
     submit_relay_port: int | None = Field(
         None,
         description="With leader election: the leader takes its followers' submits on this port, so that their "

@@ -107,6 +107,7 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
         # queue, each then replayed from its whole history (docs/benchmarks.md, "Many open workloads").
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.worker.sticky_schedule_to_start_seconds),
         max_concurrent_local_activities=200,
+        max_concurrent_workflow_tasks=settings.worker.max_concurrent_workflow_tasks,
         # The sandbox re-imports modules for every workflow run, which made the worker CPU-bound at a few
         # lifecycles per second on 2 cores. Determinism is guarded where it is cheap instead: the
         # workflow tests run sandboxed, replay tests replay recorded histories, and import-linter keeps
