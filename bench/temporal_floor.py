@@ -37,7 +37,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from bench.common import CpuMeter
 from slinky.dev import stack
-from workflows.workload import PATCH_FOLDED_STEPS, SA_JOB_ID, SA_PARTITION, SA_PHASE
+from workflows.workload import PATCH_FOLDED_STEPS, PATCH_ONE_RECHECK_TIMER, SA_JOB_ID, SA_PARTITION, SA_PHASE
 
 # The lifecycle's own search attributes and patch id: the floor's history stays the lifecycle's.
 PHASE, JOB_ID, PARTITION = SA_PHASE, SA_JOB_ID, SA_PARTITION
@@ -58,6 +58,7 @@ class TemporalFloor:
 
     def __init__(self) -> None:
         self.events = 0
+        self.recheck: asyncio.Task[None] | None = None
 
     @workflow.signal(name="pod_event")
     def pod_event(self, event: dict[str, str]) -> None:
@@ -77,7 +78,9 @@ class TemporalFloor:
         workflow.patched(PATCH_FOLDED_STEPS)  # the lifecycle's patch: its marker and change-version upsert
         await self._step("place")
         workflow.upsert_search_attributes([PHASE.value_set("Running")])
-        await workflow.wait_condition(lambda: self.events >= 1, timeout=timedelta(seconds=300))
+        workflow.patched(PATCH_ONE_RECHECK_TIMER)  # the wait's patch, and its one re-check timer, kept at the signal
+        self.recheck = asyncio.create_task(workflow.sleep(300))  # left to fire after the close, as the lifecycle's
+        await workflow.wait_condition(lambda: self.events >= 1)
         await self._step("cancel")
         await self._step("release")
         workflow.upsert_search_attributes([PHASE.value_set("Finished")])
@@ -100,7 +103,7 @@ async def burst(client: Client, count: int, meter: CpuMeter | None = None) -> di
         # The bridge worker's options (workers/bridge/worker.py).
         workflow_runner=UnsandboxedWorkflowRunner(),
         max_concurrent_local_activities=200,
-        sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=10),
     ):
         if meter is not None:
             meter.start()
