@@ -107,7 +107,6 @@ class SlurmJobRouter:
         self._live: dict[str, JobInfo] = {}
         self._cancelling: OrderedDict[int, tuple[JobRef, float]] = OrderedDict()
         """Jobs their own lifecycle is cancelling, and since when (``time.monotonic``)."""
-        self.ends_unsignalled = 0
         self._sem = asyncio.Semaphore(SIGNAL_CONCURRENCY)
         self._tasks: set[asyncio.Task[None]] = set()
         self.signals_sent = 0
@@ -193,7 +192,6 @@ class SlurmJobRouter:
         if started_by_submit and event.type is JobEventType.ADDED and event.job.is_running:
             return  # the submit result told the workflow already: no signal, no workflow task
         if self._cancelled_by_owner(event):
-            self.ends_unsignalled += 1
             return
         if is_news(event):
             cause = CAUSE_RESTART if event.controller_restart else ""
