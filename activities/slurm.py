@@ -24,7 +24,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Collection
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from temporalio import activity
@@ -98,6 +98,11 @@ class Capacity(Protocol):
     def may_start_now(self, partition: str | None, node_count: int, excluded: Collection[str] = ()) -> bool: ...
 
     def allocating(self, node_count: int) -> AbstractContextManager[None]: ...
+
+    def queueing(self) -> AbstractAsyncContextManager[None]:
+        """Around a ``job/submit``: enter once no allocation of this worker is under way (a queued job that
+        reached Slurm first would make it refuse them for priority); no allocation starts meanwhile."""
+        ...
 
 
 class SubmitRelay(Protocol):
@@ -255,14 +260,15 @@ class SlurmActivities:
                     if isinstance(allocated, int):
                         return SubmitResult(job_id=allocated)
                     return SubmitResult(job_id=allocated.job_id, nodes=_running_nodes(allocated))
-            job_id = await self.slurm.submit_job(msg)
+            async with nullcontext() if self.capacity is None else self.capacity.queueing():
+                job_id = await self.slurm.submit_job(msg)
+                self.index.expect(_queued(job_id, msg))  # before new allocations may start: they see it waiting
         except SlurmUnavailable as err:
             raise _unavailable(err) from err
         except SlurmRejected as err:
             telemetry.JOB_SUBMITS.labels("rejected").inc()
             return SubmitResult(error_number=err.error_number, error_message=_rejection_text(err))
         telemetry.JOB_SUBMITS.labels("queued").inc()
-        self.index.expect(_queued(job_id, msg))
         return SubmitResult(job_id=job_id)
 
     async def _allocate(self, msg: JobDescMsg) -> JobInfo | int | None:
@@ -276,8 +282,8 @@ class SlurmActivities:
             job_id = await self.slurm.allocate_job(msg)
         except (SlurmRejected, SlurmNotFound) as err:
             # NotFound: a slurmrestd without the job/allocate endpoint (HTTP 404). Queue, as for a refusal.
-            if err.error_number not in ALLOCATE_NOT_NOW_NUMBERS:
-                logger.info("immediate allocation refused (%s); queueing the job", err)
+            # Logged every time: a refusal leaves a FAILED record in Slurm, and the estimate should make it rare.
+            logger.info("immediate allocation refused (%s); queueing the job", err)
             return None
         try:
             return await self.slurm.get_job(job_id)

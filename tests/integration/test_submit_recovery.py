@@ -38,6 +38,10 @@ class OpenGate:
     def allocating(self, node_count: int) -> Iterator[None]:
         yield
 
+    @contextlib.asynccontextmanager
+    async def queueing(self) -> AsyncIterator[None]:
+        yield
+
 
 @contextlib.asynccontextmanager
 async def worker_index(slurm: SlurmClient, temporal: Client) -> AsyncIterator[SlurmJobRouter]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
 from slinky.clients.slurm import FakeSlurmClient, JobDescMsg, JobWatcher, Node
@@ -51,6 +52,25 @@ async def test_allocations_under_way_count_as_taken() -> None:
     with capacity.allocating(1):
         assert capacity.may_start_now("p", 1) and not capacity.may_start_now("p", 2)
     assert capacity.may_start_now("p", 2)
+
+
+async def test_a_queued_submit_waits_for_the_allocations_under_way_and_holds_new_ones_off() -> None:
+    _, watcher = await _setup(nodes=2)
+    capacity = FreeNodes(watcher, Snapshot([_node("n-1"), _node("n-2")]))
+    entered = asyncio.Event()
+
+    async def queue() -> None:
+        async with capacity.queueing():
+            entered.set()
+            assert not capacity.may_start_now("p", 1), "no allocation starts while a job is being queued"
+
+    with capacity.allocating(1):
+        task = asyncio.create_task(queue())
+        await asyncio.sleep(0.01)
+        assert not entered.is_set(), "the queued job would reach Slurm before the allocation under way"
+        assert not capacity.may_start_now("p", 1), "the waiting submit holds new allocations off"
+    await asyncio.wait_for(task, 1)
+    assert entered.is_set() and capacity.may_start_now("p", 2), "the gate opens again once the job is queued"
 
 
 async def test_a_job_waiting_for_nodes_closes_the_gate_and_no_snapshot_opens_it() -> None:
