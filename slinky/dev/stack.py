@@ -1301,8 +1301,6 @@ def start_temporal(procs: ProcessTable) -> None:
         "--dynamic-config-value",
         "frontend.enableServerVersionCheck=false",
         "--dynamic-config-value",
-        'history.timerProcessorMaxTimeShift="10ms"',
-        "--dynamic-config-value",
         'history.workflowIdReuseMinimalInterval="0s"',
         "--log-level",
         "warn",
