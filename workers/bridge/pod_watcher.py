@@ -45,15 +45,23 @@ from workers.bridge.signals import TRANSIENT, Coalescer, retry_delay, signal_lif
 logger = logging.getLogger(__name__)
 START_CONCURRENCY = 32
 START_ATTEMPTS = 5
+"""Tries of a lifecycle start whose failure is not transient (see signals.TRANSIENT: those go on while pending)."""
 RECHECKS_PER_SECOND = 10.0
 """The budget of the lifecycles' safety re-checks, all together: with more pods than ``safety_recheck_seconds``
 times this, a new lifecycle re-checks less often. Each re-check is a workflow task; at 10,000 open workloads every
 300 s they were 33 a second, enough to keep the worker and Temporal busy and push other workflow tasks minutes
 late (docs/benchmarks.md). Only a lost signal waits for a re-check (signals are retried for minutes)."""
-"""Tries of a lifecycle start whose failure is not transient (see signals.TRANSIENT: those go on while pending)."""
-
 
 GROUP_CACHE_SECONDS = 30.0
+GROUP_MISSING_RECHECK_SECONDS = 10.0
+"""How often a gang object that does not exist (or is invalid) is read again while its pods wait."""
+GROUP_READ_MAX_DELAY = 10.0
+"""The longest wait between reads of a gang object that failed for a passing reason (the API server restarting):
+0.5 s, doubling up to this, for as long as a pod waits for it."""
+
+
+def _read_delay(failures: int) -> float:
+    return float(min(GROUP_READ_MAX_DELAY, 0.5 * 2 ** (failures - 1)))
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,10 @@ def _count_binding(pod: Obj) -> None:
         telemetry.CREATE_TO_BOUND.observe(max(0.0, age))
 
 
+def _group_key(group: GroupRef) -> tuple[str, str, str]:
+    return (group.kind, group.namespace, group.name)
+
+
 def owner_kind(pod: Obj) -> tuple[str, str]:
     owner = next((o for o in pod["metadata"].get("ownerReferences", []) if o.get("controller")), None)
     if owner is None:
@@ -137,6 +149,9 @@ class PodWatcher:
         self.signals_sent = 0
         self.pending: dict[str, Obj] = {}
         """Unbound live pods as last seen: translation reads them here (activities.kube.PodCache)."""
+        self._awaiting: dict[tuple[str, str, str], dict[str, tuple[str, Obj]]] = {}
+        """Pods whose gang object is being read (its UID names their lifecycle), latest watch event first seen
+        per pod, by gang: one reader per gang, and a pod deleted meanwhile leaves its gang's set."""
         self.batch_pod_events = batch_pod_events
         """A lifecycle's events that come together go as one ``pod_events`` signal (docs/bridge.md, "Upgrading")."""
         self._events: Coalescer[PodEvent] = Coalescer(self._signal, self._spawn)
@@ -170,6 +185,8 @@ class PodWatcher:
 
     def _vanished(self, uid: str) -> None:
         self.pending.pop(uid, None)
+        for waiting in self._awaiting.values():
+            waiting.pop(uid, None)
         seen = self.seen.pop(uid, None)
         if seen is not None and seen.managed and not seen.gone:
             logger.debug("pod %s vanished during a relist", uid)
@@ -178,7 +195,7 @@ class PodWatcher:
         """The lifecycle of this pod: its own, or its gang's (None until the gang object was read)."""
         if group is None:
             return workload_workflow_id(ref.namespace, ref.uid)
-        info = self.groups.get((group.kind, group.namespace, group.name))
+        info = self.groups.get(_group_key(group))
         if info is None or info.expires < time.monotonic():
             return None
         return group.workflow_id(info.uid)
@@ -193,6 +210,7 @@ class PodWatcher:
         if kind == "DELETED":
             self.pending.pop(uid, None)
             self.seen.pop(uid, None)
+            self._stop_awaiting(pod)
             if previous and previous.managed and not previous.gone:
                 self._send(previous.workflow_id, ref, PodEventKind.GONE)
             elif previous is None and labelled and group_of(pod) is None:
@@ -205,7 +223,7 @@ class PodWatcher:
         workflow_id = previous.workflow_id if previous else (claimed or self._workflow_id(ref, group))
         if workflow_id is None:
             assert group is not None
-            self._spawn(self._resolve(group, kind, pod))
+            self._await_group(group, kind, pod)
             return
         now = Seen(
             managed=labelled or (previous.managed if previous else False),
@@ -243,23 +261,50 @@ class PodWatcher:
         elif previous is not None and unbound and previous.spec_hash != now.spec_hash:
             self._send(workflow_id, ref, PodEventKind.CHANGED, pod)
 
-    async def _resolve(self, group: GroupRef, kind: str, pod: Obj) -> None:
-        """Read the gang object (UID, size), then observe the pod again; wait while it does not exist."""
-        warned = False
-        while True:
-            info, problem = await self._read_group(group, pod)
-            if info is not None:
-                self.observe(kind, pod)
-                return
-            if problem and not warned:
-                warned = True
-                meta = pod["metadata"]
-                self.events.record(
-                    pod_event(meta["namespace"], meta["name"], meta["uid"], "GangObjectInvalid", problem, "Warning")
-                )
-            if pod["metadata"]["uid"] not in self.seen and not warned:
-                return
-            await asyncio.sleep(10)
+    def _await_group(self, group: GroupRef, kind: str, pod: Obj) -> None:
+        """The pod waits for its gang object to be read; the gang's reader is started with its first pod."""
+        waiting = self._awaiting.get(_group_key(group))
+        if waiting is None:
+            waiting = self._awaiting[_group_key(group)] = {}
+            self._spawn(self._resolve(group, waiting))
+        waiting[pod["metadata"]["uid"]] = (kind, pod)
+
+    def _stop_awaiting(self, pod: Obj) -> None:
+        group = group_of(pod)
+        if group is not None:
+            self._awaiting.get(_group_key(group), {}).pop(pod["metadata"]["uid"], None)
+
+    async def _resolve(self, group: GroupRef, waiting: dict[str, tuple[str, Obj]]) -> None:
+        """Read the gang object (UID, size), then observe its waiting pods again. While it does not exist, say so
+        on each pod once and read it again every ``GROUP_MISSING_RECHECK_SECONDS``; after a passing failure (the
+        API server restarting) read it again soon. Ends when the object was read or no pod waits any more."""
+        key = _group_key(group)
+        warned: set[str] = set()
+        failures = 0
+        try:
+            while waiting:
+                info, problem = await self._read_group(group, next(iter(waiting.values()))[1])
+                if info is not None:
+                    del self._awaiting[key]
+                    for kind, pod in list(waiting.values()):
+                        self.observe(kind, pod)
+                    return
+                if problem:
+                    for uid, (_, pod) in waiting.items():
+                        if uid not in warned:
+                            warned.add(uid)
+                            meta = pod["metadata"]
+                            self.events.record(
+                                pod_event(meta["namespace"], meta["name"], uid, "GangObjectInvalid", problem, "Warning")
+                            )
+                    delay = GROUP_MISSING_RECHECK_SECONDS
+                else:
+                    failures += 1
+                    delay = _read_delay(failures)
+                await asyncio.sleep(delay)
+        finally:
+            if self._awaiting.get(key) is waiting:
+                del self._awaiting[key]
 
     async def _read_group(self, group: GroupRef, pod: Obj) -> tuple[GroupInfo | None, str]:
         """Read the gang object and cache its UID and size; else None and what users should hear ("" when the
@@ -275,7 +320,7 @@ class PodWatcher:
             logger.warning("reading %s %s failed: %s", group.kind, group.name, err)
             return None, ""
         info = GroupInfo(obj["metadata"]["uid"], size, time.monotonic() + GROUP_CACHE_SECONDS)
-        self.groups[(group.kind, group.namespace, group.name)] = info
+        self.groups[_group_key(group)] = info
         return info, ""
 
     def _send(self, workflow_id: str, ref: PodRef, kind: PodEventKind, pod: Obj | None = None) -> None:
@@ -308,16 +353,23 @@ class PodWatcher:
             kind, name = owner_kind(pod)
             size = 1
         else:
-            info = self.groups.get((group.kind, group.namespace, group.name))
-            if info is None:
+            info = self.groups.get(_group_key(group))
+            failures = 0
+            while info is None:
                 # A member its lifecycle claimed (annotated), seen first after a restart: the gang object was
                 # not read yet. Without it (deleted meanwhile) no lifecycle is started again; the one that
-                # claimed the pod still gets its events.
+                # claimed the pod still gets its events. A passing failure is read again while a member waits.
                 info, problem = await self._read_group(group, pod)
-                if info is None:
-                    keys = ", ".join(r.key for _, r in members)
+                if info is not None:
+                    break
+                members = [(p, r) for p, r in members if r.uid in self.pending]
+                if problem or not members:
+                    keys = ", ".join(r.key for _, r in members) or "its members (no longer pending)"
                     logger.warning("not restarting the lifecycle of %s: %s", keys, problem or "read failed")
                     return
+                failures += 1
+                await asyncio.sleep(_read_delay(failures))
+            pod, ref = members[0]
             kind, name, size = group.kind, group.name, info.min_member
         attributes = TypedSearchAttributes(
             [

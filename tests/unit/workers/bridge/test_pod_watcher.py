@@ -490,3 +490,80 @@ async def test_a_gang_join_tried_again_leaves_out_a_member_deleted_meanwhile(sle
     assert [e.uid for e in kwargs["start_signal_args"][0]] == ["u0", "u1"] and inp.pod.uid == "u0"
     assert retried.pod.uid == "u1"
     assert (again["start_signal"], [e.uid for e in again["start_signal_args"]]) == ("pod_event", ["u1"])
+
+
+def _flaky_gang_kube(reads: list[str], fail: int, exists: bool = True) -> KubeClient:
+    """The PodGroup ``g`` (minMember 2) behind an API server that drops the first ``fail`` connections (it is
+    restarting); ``exists=False``: it answers 404 after that."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if "podgroups/g" in request.url.path:
+            reads.append(request.url.path)
+            if len(reads) <= fail:
+                raise httpx.ConnectError("connection refused", request=request)
+            if exists:
+                return httpx.Response(200, json={"metadata": {"uid": "pg", "name": "g"}, "spec": {"minMember": 2}})
+        if request.method == "POST" and request.url.path.endswith("/events"):
+            return httpx.Response(201, json={})
+        return httpx.Response(404, json={"kind": "Status", "reason": "NotFound"})
+
+    return KubeClient(KubeConfig(server="https://kube.test", ssl_context=False), transport=httpx.MockTransport(handler))
+
+
+async def test_a_new_gang_whose_object_cannot_be_read_for_a_while_still_gets_its_lifecycle(
+    sleeps: list[float],
+) -> None:
+    """The chaos run's 12 pending gang pods: the API server restarted as a gang's pods arrived, the read of the
+    PodGroup failed, and the pods were dropped until a relist minutes later. The read is tried again, soon and
+    then less often, with one reader for the gang however many members wait."""
+    reads: list[str] = []
+    kube = _flaky_gang_kube(reads, fail=6)
+    temporal = _Recorder()
+    watcher = _watcher(kube, temporal)
+    members = [make_pod(f"m{i}", uid=f"u{i}", labels={wellknown.LABEL_POD_GROUP: "g"}) for i in range(2)]
+    for pod in members:
+        watcher.observe("ADDED", pod)
+    await _settle(watcher)
+    await kube.aclose()
+    starts = [c for c in temporal.calls if c[0] == "start"]
+    joined = sorted(e.uid for _, name, args in starts for e in (args[0] if name == "pod_events" else args))
+    assert joined == ["u0", "u1"], "both members joined the gang's lifecycle"
+    assert len(reads) == 7, "one reader for the gang: six failed reads, then the one that answered"
+    assert sleeps[:6] == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0], "soon at first, then at most every 10 s"
+    assert watcher._awaiting == {}
+
+
+async def test_a_claimed_gang_pod_after_a_restart_reads_its_gang_again_after_a_passing_failure(
+    sleeps: list[float],
+) -> None:
+    reads: list[str] = []
+    kube = _flaky_gang_kube(reads, fail=2)
+    temporal = _Starts()
+    watcher = _watcher(kube, temporal)
+    owner = "workload/slurm-bridge/podgroup/g/pg"
+    pod = make_pod("m", uid="u1", labels={wellknown.LABEL_POD_GROUP: "g", wellknown.LABEL_SLURM_JOB_ID: "7"})
+    pod["metadata"]["annotations"] = {wellknown.ANNOTATION_WORKFLOW_ID: owner}
+    watcher.observe("ADDED", pod)
+    await _settle(watcher)
+    await kube.aclose()
+    assert [k["id"] for k in temporal.kwargs] == [owner] and len(reads) == 3
+
+
+async def test_a_gang_pod_deleted_while_its_gang_object_is_missing_is_no_longer_waited_for(
+    sleeps: list[float],
+) -> None:
+    """A missing PodGroup is read every 10 s and told once on each waiting pod; once its pods are gone, the
+    reads stop (they used to go on for as long as the process ran)."""
+    reads: list[str] = []
+    kube = _flaky_gang_kube(reads, fail=0, exists=False)
+    watcher = _watcher(kube, _Recorder())
+    pod = make_pod("m", uid="u1", labels={wellknown.LABEL_POD_GROUP: "g"})
+    watcher.observe("ADDED", pod)
+    while len(reads) < 3:
+        await asyncio.sleep(0)
+    watcher.observe("DELETED", pod)
+    await _settle(watcher)
+    await watcher.events.aclose()
+    await kube.aclose()
+    assert 3 <= len(reads) <= 4 and set(sleeps) == {10.0}
+    assert watcher._awaiting == {}
