@@ -1,15 +1,16 @@
 """``slinky workloads list | show NAME | why NAME | cancel NAME``: the bridge's lifecycles, for users.
 
 Thin wrappers over the Temporal API (the same things ``temporal workflow list|describe|query|cancel`` do),
-keyed by what users know: a pod (or workload) name and a namespace. NAME is resolved through the pod's UID
-(workflow IDs are ``workload/<namespace>/<pod uid>``), else through the ``SlinkyWorkloadName`` search
-attribute (e.g. a Job's name).
+keyed by what users know: a pod (or workload) name and a namespace. NAME is resolved through the pod
+(``pod_lifecycle_id``: the ID written on it, its gang's, or ``workload/<namespace>/<pod uid>``), else through the
+``SlinkyWorkloadName`` search attribute (e.g. a Job's or a PodGroup's name).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -19,11 +20,13 @@ from typing import Any
 from urllib.parse import quote
 
 from slinky import wellknown
+from slinky.bridge.grouping import group_of
 from slinky.bridge.models.workload import Phase, WhyPending, workload_workflow_id
 from slinky.clients.errors import KubeError, KubeNotFound
 from slinky.clients.temporal_rpc import (
     QueryRejected,
     RPCError,
+    RPCStatusCode,
     TemporalUnreachable,
     WorkflowRow,
     WorkflowService,
@@ -100,18 +103,45 @@ async def _resolve(
     # Imported here: ``list`` needs no Kubernetes client (httpx is a tenth of a second of imports).
     from slinky.clients.kube import KubeClient, pod_path
 
-    try:
-        async with KubeClient.from_kubeconfig(settings.kube.kubeconfig) as kube:
+    async with KubeClient.from_kubeconfig(settings.kube.kubeconfig) as kube:
+        try:
             pod = await kube.get(pod_path(namespace, name))
-        annotations = pod["metadata"].get("annotations") or {}
-        wid = annotations.get(wellknown.ANNOTATION_WORKFLOW_ID) or workload_workflow_id(
-            namespace, pod["metadata"]["uid"]
-        )
-        return [wid], pod
-    except KubeNotFound:
-        pass
+        except KubeNotFound:
+            pod = None
+        if pod is not None:
+            group = group_of(pod)
+            group_uid = None
+            if group is not None and not _claimed_by(pod):
+                with contextlib.suppress(KubeNotFound):
+                    group_uid = (await kube.get(group.api_path()))["metadata"]["uid"]
+            return [pod_lifecycle_id(pod, group_uid)], pod
     query = f"WorkflowType = '{WORKFLOW_TYPE}' AND SlinkyNamespace = '{namespace}' AND SlinkyWorkloadName = '{name}'"
     return [wf.id for wf in await client.list(query)], None
+
+
+def _claimed_by(pod: Mapping[str, Any]) -> str:
+    return str(((pod.get("metadata") or {}).get("annotations") or {}).get(wellknown.ANNOTATION_WORKFLOW_ID) or "")
+
+
+def pod_lifecycle_id(pod: Mapping[str, Any], group_uid: str | None) -> str:
+    """The ID of the pod's lifecycle: the one written on the pod once its job was submitted; else, for a gang
+    member, its gang's (named by the gang object's UID, ``group_uid``: None when that object does not exist);
+    else the pod's own (``workload/<namespace>/<pod uid>``)."""
+    meta = pod["metadata"]
+    group = group_of(pod)
+    if _claimed_by(pod):
+        return _claimed_by(pod)
+    if group is not None and group_uid:
+        return group.workflow_id(group_uid)
+    return workload_workflow_id(meta["namespace"], meta["uid"])
+
+
+NO_LIFECYCLE = (
+    "no lifecycle: the bridge has not started one for this pod. It starts one for every pending pod whose"
+    " schedulerName is the bridge's, within a second of its creation; a gang member waits until its PodGroup or"
+    " LeaderWorkerSet exists (Warning GangObjectInvalid on the pod). Check that the bridge worker runs, and the"
+    " pod's Events."
+)
 
 
 WHY_QUERY_SECONDS = 0.5
@@ -197,11 +227,27 @@ async def _one(args: argparse.Namespace) -> tuple[WorkflowService, Settings, lis
     return client, settings, ids, pod
 
 
+async def _describe(client: WorkflowService, wid: str, pod: Mapping[str, Any] | None) -> WorkflowRow | None:
+    """The lifecycle, or None (said on stderr, naming the pod) when none has that ID."""
+    try:
+        return await client.describe(wid)
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+    who = f"{pod['metadata']['namespace']}/{pod['metadata']['name']} ({wid})" if pod else wid
+    print(f"{who}: {NO_LIFECYCLE}", file=sys.stderr)
+    return None
+
+
 async def _show(args: argparse.Namespace) -> int:
-    client, settings, ids, _ = await _one(args)
+    client, settings, ids, pod = await _one(args)
     out = []
+    found = 0
     for wid in ids:
-        desc = await client.describe(wid)
+        desc = await _describe(client, wid, pod)
+        if desc is None:
+            continue
+        found += 1
         item: dict[str, Any] = {"workflow_id": wid, "status": desc.status}
         if desc.status == RUNNING:
             why = WhyPending.model_validate_json(await client.query(wid, "why_pending"))
@@ -217,13 +263,17 @@ async def _show(args: argparse.Namespace) -> int:
             for key, value in item.items():
                 print(f"{key:16} {value}")
             print()
-    return 0 if ids else 2
+    return 0 if found else 2
 
 
 async def _why(args: argparse.Namespace) -> int:
     client, _, ids, pod = await _one(args)
+    found = 0
     for wid in ids:
-        desc = await client.describe(wid)
+        desc = await _describe(client, wid, pod)
+        if desc is None:
+            continue
+        found += 1
         if desc.status != RUNNING:
             print(f"{wid}: lifecycle {desc.status.lower() or 'unknown'}")
             continue
@@ -250,7 +300,7 @@ async def _why(args: argparse.Namespace) -> int:
             f"{', '.join(why.pods)}: phase {why.phase}, step {why.step}, {job}"
             f" ({why.slurm_state or 'not seen'}){reason}. {why.message}"
         )
-    return 0 if ids else 2
+    return 0 if found else 2
 
 
 async def _cancel(args: argparse.Namespace) -> int:

@@ -33,11 +33,12 @@ from temporalio.api.workflowservice.v1 import (
     QueryWorkflowRequest,
     RequestCancelWorkflowExecutionRequest,
 )
-from temporalio.service import ConnectConfig, RPCError, ServiceClient
+from temporalio.service import ConnectConfig, RPCError, RPCStatusCode, ServiceClient
 
 __all__ = [
     "QueryRejected",
     "RPCError",
+    "RPCStatusCode",
     "TemporalUnreachable",
     "WorkflowRow",
     "WorkflowService",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from slinky import wellknown
 from slinky.bridge.models.workload import Phase
-from slinky.bridge.workloads_cli import DEFAULT_LIMIT, UNANSWERED, why_from_records
+from slinky.bridge.workloads_cli import DEFAULT_LIMIT, UNANSWERED, pod_lifecycle_id, why_from_records
 from slinky.cli import build_parser
 from slinky.clients.temporal_rpc import WorkflowRow
 
@@ -78,3 +81,34 @@ def test_an_unreachable_temporal_is_one_line_on_stderr_and_exit_1() -> None:
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith("slinky workloads: cannot reach Temporal at 127.0.0.1:1: "), done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def _pod(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "namespace": "ns",
+            "name": "m",
+            "uid": "pod-uid",
+            "labels": labels or {},
+            "annotations": annotations or {},
+        }
+    }
+
+
+def test_a_pending_gang_member_is_resolved_to_its_gangs_lifecycle_not_its_own() -> None:
+    """``why`` of a gang member whose gang still waits for members (nothing written on the pod yet) used to ask
+    for ``workload/ns/<pod uid>``, which does not exist: "workflow not found"."""
+    member = _pod(labels={wellknown.LABEL_POD_GROUP: "g"})
+    assert pod_lifecycle_id(member, "pg-uid") == "workload/ns/podgroup/g/pg-uid"
+    assert pod_lifecycle_id(member, None) == "workload/ns/pod-uid", "no gang object: nothing better to ask for"
+    lws = _pod(labels={wellknown.LABEL_LWS_NAME: "w", wellknown.LABEL_LWS_GROUP_KEY: "k0"})
+    assert pod_lifecycle_id(lws, "lws-uid") == "workload/ns/leaderworkerset/w/lws-uid/k0"
+    assert pod_lifecycle_id(_pod(), None) == "workload/ns/pod-uid"
+
+
+def test_the_lifecycle_written_on_a_pod_wins() -> None:
+    claimed = _pod(
+        labels={wellknown.LABEL_POD_GROUP: "g"},
+        annotations={wellknown.ANNOTATION_WORKFLOW_ID: "workload/ns/podgroup/g/old"},
+    )
+    assert pod_lifecycle_id(claimed, "new-uid") == "workload/ns/podgroup/g/old"
