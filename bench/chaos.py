@@ -17,7 +17,11 @@ Counts (all must be 0):
   a CANCELLED job (the harness never cancels), plus cancels the bridge refused because the id had been reused
   (``slinky_bridge_foreign_jobs_spared_total``, reported separately as ``foreign_cancels_prevented``);
 * ``stuck_finalizers``: a pod still holding the bridge's finalizer after the settle time;
-* ``stuck_workflows``: a lifecycle of the namespace still running after the settle time.
+* ``stuck_workflows``: a lifecycle of the namespace still running after the settle time;
+* ``late_lifecycles``: a pod whose lifecycle started more than ``--late`` seconds (60) after the pod was created
+  (its gang's, for a gang member: after the gang's last member): a pod the bridge lost sight of until a relist,
+  which the counts above miss when the relist comes before the deadline. The slowest start is reported too
+  (``slowest_lifecycle_start_s``).
 
 Usage::
 
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import json
 import random
 import subprocess
@@ -59,6 +64,15 @@ COMPONENTS = ("bridge-worker", "webhook", "slurmctld", "slurmrestd", "temporal",
 SYMPTOMS = ("SlurmJobEnded", "SlurmAllocationLost", "SlurmBridgeFailed")
 LIVE = {"PENDING", "RUNNING", "CONFIGURING", "REQUEUED", "SUSPENDED"}
 REST = "/slurm/v0.0.44"
+COUNTS = (
+    "lost_pods",
+    "orphan_jobs",
+    "double_jobs",
+    "foreign_cancels",
+    "stuck_finalizers",
+    "stuck_workflows",
+    "late_lifecycles",
+)
 
 
 @dataclass
@@ -92,15 +106,17 @@ def _ours(job: dict[str, Any], namespace: str) -> bool:
     return any(p.startswith(f"{namespace}/") for p in pods_from_admin_comment(job.get("admin_comment")) or [])
 
 
-def _retrying(run: Run, what: str, call: Callable[[], Any]) -> Any:
-    """Create something as a controller would: retry while the apiserver or the admission webhook is down."""
+def _retrying(run: Run, what: str, call: Callable[[], Any], served_soon: bool = False) -> Any:
+    """Create something as a controller would: retry while the apiserver or the admission webhook is down.
+    ``served_soon``: a 404 is passing too (a custom resource: a restarted apiserver serves CRDs a moment after it
+    answers)."""
     for _ in range(600):
         try:
             return call()
         except ApiException as err:
             if err.status == 409:
                 return None  # created by an earlier attempt whose answer was lost
-            if err.status is not None and err.status < 500:
+            if err.status is not None and err.status < 500 and not (served_soon and err.status == 404):
                 raise  # a real refusal: not an outage
         except (urllib3.exceptions.HTTPError, OSError):
             pass  # the apiserver is restarting
@@ -147,6 +163,7 @@ def _create_workloads(run: Run, core: client.CoreV1Api, args: argparse.Namespace
                 lambda b=body: custom.create_namespaced_custom_object(
                     "scheduling.x-k8s.io", "v1alpha1", run.namespace, "podgroups", b
                 ),
+                served_soon=True,
             )
             names = [f"{group}-{m}" for m in range(2)]
         else:
@@ -217,27 +234,53 @@ def _spared() -> float:
     return 0.0
 
 
-def _running_workflows(namespace: str) -> int:
+def _temporal(*args: str) -> str:
     env = stack.env_values()
-    out = subprocess.run(
-        [
-            str(stack.temporal_cli()),
-            "workflow",
-            "count",
-            "--address",
-            env["TEMPORAL_ADDRESS"],
-            "--query",
-            f"WorkflowId STARTS_WITH 'workload/{namespace}/' AND ExecutionStatus = 'Running'",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return int(out.stdout.split()[-1])  # "Total: N"
+    command = [str(stack.temporal_cli()), "workflow", *args, "--address", env["TEMPORAL_ADDRESS"]]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout
 
 
-def _settled(core: client.CoreV1Api, run: Run) -> dict[str, Any]:
-    pods = {p.metadata.name: p for p in core.list_namespaced_pod(run.namespace).items}
+def _running_workflows(namespace: str) -> int:
+    query = f"WorkflowId STARTS_WITH 'workload/{namespace}/' AND ExecutionStatus = 'Running'"
+    return int(_temporal("count", "--query", query).split()[-1])  # "Total: N"
+
+
+def _parse_time(text: str) -> float:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def lifecycle_start_delays(pods: list[Any], runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Per pod, seconds from the moment its lifecycle could start (its creation; a gang member: its gang's last
+    member's) to that lifecycle's first start, from ``temporal workflow list -o json`` rows. A pod without a
+    lifecycle is left out (``lost_pods`` counts it)."""
+    first: dict[str, float] = {}
+    for row in runs:
+        wid, started = row["execution"]["workflowId"], _parse_time(row["startTime"])
+        first[wid] = min(started, first.get(wid, started))
+    gang_ready: dict[str, float] = {}
+    for pod in pods:
+        group = (pod.metadata.labels or {}).get(wellknown.LABEL_POD_GROUP)
+        if group:
+            created = pod.metadata.creation_timestamp.timestamp()
+            gang_ready[group] = max(created, gang_ready.get(group, created))
+    delays: dict[str, float] = {}
+    for pod in pods:
+        group = (pod.metadata.labels or {}).get(wellknown.LABEL_POD_GROUP)
+        if group:
+            marker, ready = f"/podgroup/{group}/", gang_ready[group]
+        else:
+            marker, ready = f"/{pod.metadata.uid}", pod.metadata.creation_timestamp.timestamp()
+        starts = [t for w, t in first.items() if (marker in w if group else w.endswith(marker))]
+        if starts:
+            delays[pod.metadata.name] = max(0.0, min(starts) - ready)
+    return delays
+
+
+def _settled(core: client.CoreV1Api, run: Run, late: float) -> dict[str, Any]:
+    items = core.list_namespaced_pod(run.namespace).items
+    pods = {p.metadata.name: p for p in items}
+    runs = json.loads(_temporal("list", "--query", f"WorkflowId STARTS_WITH 'workload/{run.namespace}/'", "-o", "json"))
+    delays = lifecycle_start_delays(items, runs or [])
     events = core.list_namespaced_event(run.namespace).items
     warned = {e.involved_object.name for e in events if e.type == "Warning" and e.reason in SYMPTOMS}
     not_succeeded = [n for n in run.pods if n not in pods or pods[n].status.phase != "Succeeded"]
@@ -253,6 +296,8 @@ def _settled(core: client.CoreV1Api, run: Run) -> dict[str, Any]:
             1 for p in pods.values() if wellknown.FINALIZER_SCHEDULER in (p.metadata.finalizers or [])
         ),
         "stuck_workflows": _running_workflows(run.namespace),
+        "late_lifecycles": sum(1 for d in delays.values() if d > late),
+        "slowest_lifecycle_start_s": round(max(delays.values(), default=0.0), 1),
         "recovered": dict(Counter(_recovery(e.message or "") for e in events if e.reason == "SlurmJobLost")),
     }
 
@@ -275,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--components", nargs="+", default=list(COMPONENTS), choices=COMPONENTS)
     parser.add_argument("--deadline", type=float, default=600.0, help="seconds to wait for every pod to end")
     parser.add_argument("--settle", type=float, default=20.0, help="seconds after the end before counting")
+    parser.add_argument("--late", type=float, default=60.0, help="seconds after which a lifecycle start is late")
     parser.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args(argv)
     if stack.status(quiet=True) != 0:
@@ -320,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         threads[1].join()
         threads[2].join()
         _supervise()
-        counts = _settled(core, run)
+        counts = _settled(core, run, args.late)
     finally:
         run.stop.set()
         with contextlib.suppress(ApiException):
@@ -339,11 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(summary, indent=2))
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2) + "\n")
-    bad = {
-        k: summary[k]
-        for k in ("lost_pods", "orphan_jobs", "double_jobs", "foreign_cancels", "stuck_finalizers", "stuck_workflows")
-        if summary[k]
-    }
+    bad = {k: summary[k] for k in COUNTS if summary[k]}
     if bad:
         print(f"chaos: FAILED {bad}", file=sys.stderr)
         return 1
