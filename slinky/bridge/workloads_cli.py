@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
@@ -77,11 +77,15 @@ def _common(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
 
 
+class KubeconfigUnreadable(Exception):
+    """``KUBECONFIG`` (or ``~/.kube/config``) is missing or not a usable kubeconfig."""
+
+
 def _run(coro: Any) -> int:
     """Run a command; what goes wrong on the way to Temporal or the API server is one line on stderr, exit 1."""
     try:
         code = asyncio.run(coro)
-    except (TemporalUnreachable, RPCError, KubeError) as err:
+    except (TemporalUnreachable, RPCError, KubeError, KubeconfigUnreadable) as err:
         print(f"slinky workloads: {err}", file=sys.stderr)
         code = 1
     exit_without_finalizing(code)
@@ -96,14 +100,18 @@ def _namespace(args: argparse.Namespace, settings: Settings) -> str:
 
 
 async def _resolve(
-    client: WorkflowService, settings: Settings, namespace: str, name: str
+    client: Awaitable[WorkflowService], settings: Settings, namespace: str, name: str
 ) -> tuple[list[str], dict[str, Any] | None]:
     """Workflow IDs for NAME (the pod's own lifecycle, else every lifecycle of that workload name), and the pod
     when NAME is one."""
     # Imported here: ``list`` needs no Kubernetes client (httpx is a tenth of a second of imports).
     from slinky.clients.kube import KubeClient, pod_path
 
-    async with KubeClient.from_kubeconfig(settings.kube.kubeconfig) as kube:
+    try:
+        kube = KubeClient.from_kubeconfig(settings.kube.kubeconfig)
+    except (OSError, ValueError, KeyError) as err:
+        raise KubeconfigUnreadable(f"cannot read the kubeconfig ({type(err).__name__}: {err})") from err
+    async with kube:
         try:
             pod = await kube.get(pod_path(namespace, name))
         except KubeNotFound:
@@ -116,7 +124,7 @@ async def _resolve(
                     group_uid = (await kube.get(group.api_path()))["metadata"]["uid"]
             return [pod_lifecycle_id(pod, group_uid)], pod
     query = f"WorkflowType = '{WORKFLOW_TYPE}' AND SlinkyNamespace = '{namespace}' AND SlinkyWorkloadName = '{name}'"
-    return [wf.id for wf in await client.list(query)], None
+    return [wf.id for wf in await (await client).list(query)], None
 
 
 def _claimed_by(pod: Mapping[str, Any]) -> str:
@@ -220,8 +228,12 @@ async def _list(args: argparse.Namespace) -> int:
 
 async def _one(args: argparse.Namespace) -> tuple[WorkflowService, Settings, list[str], dict[str, Any] | None]:
     settings = Settings()
-    client = await _temporal(settings)
-    ids, pod = await _resolve(client, settings, _namespace(args, settings), args.name)
+    connecting = asyncio.ensure_future(_temporal(settings))  # connected while the pod is read
+    try:
+        ids, pod = await _resolve(connecting, settings, _namespace(args, settings), args.name)
+        client = await connecting
+    finally:
+        connecting.cancel()  # the pod's read failed: nothing to ask Temporal
     if not ids:
         print(f"no workload named {args.name!r} in namespace {_namespace(args, settings)!r}", file=sys.stderr)
     return client, settings, ids, pod
@@ -266,24 +278,31 @@ async def _show(args: argparse.Namespace) -> int:
     return 0 if found else 2
 
 
+async def _ask_why(client: WorkflowService, wid: str) -> bytes | Exception:
+    """The lifecycle's own answer, or why there is none (no worker answered in time, or it is not running)."""
+    try:
+        return await client.query(wid, "why_pending", timeout=timedelta(seconds=WHY_QUERY_SECONDS), only_open=True)
+    except (RPCError, QueryRejected) as err:
+        return err
+
+
 async def _why(args: argparse.Namespace) -> int:
     client, _, ids, pod = await _one(args)
     found = 0
     for wid in ids:
-        desc = await _describe(client, wid, pod)
+        # Both at once: on a busy machine each round trip to Temporal counts.
+        desc, answer = await asyncio.gather(_describe(client, wid, pod), _ask_why(client, wid))
         if desc is None:
             continue
         found += 1
         if desc.status != RUNNING:
             print(f"{wid}: lifecycle {desc.status.lower() or 'unknown'}")
             continue
-        try:
-            why = WhyPending.model_validate_json(
-                await client.query(wid, "why_pending", timeout=timedelta(seconds=WHY_QUERY_SECONDS))
-            )
-        except (RPCError, QueryRejected) as err:
+        if isinstance(answer, Exception):
             # No worker answered in time (all busy, or none running): what the lifecycle last published.
-            why = why_from_records(desc, pod, str(err))
+            why = why_from_records(desc, pod, str(answer))
+        else:
+            why = WhyPending.model_validate_json(answer)
         if args.json:
             print(json.dumps(why.model_dump(mode="json")))
             continue

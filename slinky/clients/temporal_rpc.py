@@ -23,7 +23,7 @@ from datetime import timedelta
 from typing import Any, NoReturn
 
 from temporalio.api.common.v1 import Payload, WorkflowExecution
-from temporalio.api.enums.v1 import WorkflowExecutionStatus
+from temporalio.api.enums.v1 import QueryRejectCondition, WorkflowExecutionStatus
 from temporalio.api.query.v1 import WorkflowQuery
 from temporalio.api.workflow.v1 import WorkflowExecutionInfo
 from temporalio.api.workflowservice.v1 import (
@@ -146,13 +146,22 @@ class WorkflowService:
         )
         return WorkflowRow.from_info(resp.workflow_execution_info)
 
-    async def query(self, workflow_id: str, name: str, timeout: timedelta | None = None) -> bytes:
-        """The query's answer as the JSON its handler returned; ``RPCError`` when no worker answered in time."""
+    async def query(
+        self, workflow_id: str, name: str, timeout: timedelta | None = None, *, only_open: bool = False
+    ) -> bytes:
+        """The query's answer as the JSON its handler returned; ``RPCError`` when no worker answered in time.
+        ``only_open``: a closed workflow's query is rejected by the server (``QueryRejected``), not replayed by a
+        worker."""
         resp = await self._service.query_workflow(
             QueryWorkflowRequest(
                 namespace=self.namespace,
                 execution=WorkflowExecution(workflow_id=workflow_id),
                 query=WorkflowQuery(query_type=name),
+                query_reject_condition=(
+                    QueryRejectCondition.QUERY_REJECT_CONDITION_NOT_OPEN
+                    if only_open
+                    else QueryRejectCondition.QUERY_REJECT_CONDITION_UNSPECIFIED
+                ),
             ),
             timeout=timeout,
         )

@@ -112,3 +112,20 @@ def test_the_lifecycle_written_on_a_pod_wins() -> None:
         annotations={wellknown.ANNOTATION_WORKFLOW_ID: "workload/ns/podgroup/g/old"},
     )
     assert pod_lifecycle_id(claimed, "new-uid") == "workload/ns/podgroup/g/old"
+
+
+def test_a_missing_kubeconfig_is_one_line_on_stderr_and_exit_1() -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "KUBECONFIG": "/nonexistent/kubeconfig", "SLINKY_TEMPORAL__ADDRESS": "127.0.0.1:1"}
+    repo = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, "-m", "slinky.cli", "workloads", "why", "p", "-n", "ns"],
+        capture_output=True, text=True, cwd=repo, env=env, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("slinky workloads: cannot read the kubeconfig (FileNotFoundError"), done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
