@@ -131,6 +131,14 @@ GC_ACTIONS = Counter(
     registry=REGISTRY,
 )
 
+GC_PASS_SECONDS = Histogram(
+    "slinky_bridge_gc_pass_seconds",
+    "Wall time of one garbage-collection pass (a visibility listing of the running lifecycles, the job view or"
+    " list, a list of the labelled pods, and what it does): its cost grows with the open workloads.",
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+    registry=REGISTRY,
+)
+
 
 class PollCollector:
     """``slinky_bridge_slurm_job_polls_total{result}``, read from the job watcher's own counters."""

@@ -267,10 +267,12 @@ class GarbageCollector:
                 await asyncio.wait_for(self._soon.wait(), self._next_wait)
                 await asyncio.sleep(self.soon_seconds)  # let the wave of events that called it settle
             self._soon.clear()
+            started = time.monotonic()
             try:
                 await self.run_once()
             except (SlurmError, KubeError, RPCError) as err:
                 logger.warning("garbage collection pass failed: %s", err)
+            telemetry.GC_PASS_SECONDS.observe(time.monotonic() - started)
 
 
 def _lifecycle_of(pod: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from slinky import telemetry
 from workers.bridge.gc import GarbageCollector
 
 
@@ -26,9 +27,11 @@ async def test_collect_soon_runs_a_pass_before_the_interval() -> None:
     assert passes == [], "nothing before the interval"
     gc.collect_soon()
     gc.collect_soon()
+    before = telemetry.REGISTRY.get_sample_value("slinky_bridge_gc_pass_seconds_count") or 0.0
     await asyncio.sleep(0.1)
     task.cancel()
     assert passes == [1], "one pass for both calls"
+    assert telemetry.REGISTRY.get_sample_value("slinky_bridge_gc_pass_seconds_count") == before + 1, "timed"
 
 
 class _Temporal:
