@@ -150,8 +150,8 @@ class PodWatcher:
         self.pending: dict[str, Obj] = {}
         """Unbound live pods as last seen: translation reads them here (activities.kube.PodCache)."""
         self._awaiting: dict[tuple[str, str, str], dict[str, tuple[str, Obj]]] = {}
-        """Pods whose gang object is being read (its UID names their lifecycle), latest watch event first seen
-        per pod, by gang: one reader per gang, and a pod deleted meanwhile leaves its gang's set."""
+        """Pods whose gang object is being read (its UID names their lifecycle), by gang, each with its latest
+        watch event (kind, object): one reader per gang; a pod deleted meanwhile leaves its gang's set."""
         self.batch_pod_events = batch_pod_events
         """A lifecycle's events that come together go as one ``pod_events`` signal (docs/bridge.md, "Upgrading")."""
         self._events: Coalescer[PodEvent] = Coalescer(self._signal, self._spawn)
