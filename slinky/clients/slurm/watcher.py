@@ -565,17 +565,20 @@ class JobWatcher:
         back restarted, with jobs lost. So the controller's start time is read at once: a restart (or a
         controller still starting) drops the answer, and the next poll is a full list that marks what the
         restart lost. The same controller means the answer was merely slow (a full list of thousands of jobs
-        takes seconds: 33 MB for 4,000 jobs, 4.6 s), and it is used. Without restart detection, False.
+        takes seconds: 33 MB for 4,000 jobs, 4.6 s), and it is used, also when it is the list that reconciles a
+        restart seen before it was asked (dropping those too left the watcher blind for as long as full lists took
+        over a second: at 3,000 jobs, after slurmctld's statistics reset at midnight). Without restart detection,
+        False.
         """
         if self.controller_check_seconds is None or now - asked <= SLOW_POLL_SECONDS:
             return False
-        resync_before = self._need_resync
+        resync_before, restarts_before = self._need_resync, self.controller_restarts
         self.suspect_restart()
         try:
             await self._check_controller()
         except SlurmError:
             return True
-        if self._restart_seen or self._check_controller_now:
+        if self.controller_restarts != restarts_before or self._check_controller_now:
             return True
         self._need_resync = resync_before  # the same controller: nothing more to reconcile than before
         return False

@@ -571,6 +571,40 @@ async def test_a_slow_answer_from_the_same_controller_is_used(monkeypatch: pytes
     assert watcher.controller_restarts == 0
 
 
+async def test_a_restart_seen_while_every_full_list_is_slow_is_still_reconciled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At 3,000 jobs a full list takes over a second. Once a restart was seen (or slurmctld's statistics reset at
+    midnight, which looks the same), every such list was dropped as "maybe from a restarted controller", because
+    the restart it was asked to reconcile was still marked unreconciled: the watcher went blind, and queued pods
+    whose jobs Slurm started were not bound (bench.scale run at 00:00, 0 of 8 in 120 s). A slow answer is dropped
+    only when the controller check after it finds a new restart."""
+    fake = fake_cluster(nodes=1)
+    watcher = JobWatcher(fake, state_probe=True, controller_check_seconds=0.0)
+    running = await fake.submit_job(_job("running"))
+    fake.tick()
+    queued = await fake.submit_job(_job("queued"))
+    await watcher.poll_once()
+    fake.crash(keep_job_ids={running, queued})  # no job lost: only the start time changed
+    monkeypatch.setattr("slinky.clients.slurm.watcher.SLOW_POLL_SECONDS", 0.05)
+    quick = fake.list_jobs
+
+    async def slow(update_time: int | None = None) -> Any:
+        await asyncio.sleep(0.1)
+        return await quick(update_time)
+
+    monkeypatch.setattr(fake, "list_jobs", slow)
+    assert await watcher.poll_once() == [], "the reconciling list: nothing was lost"
+    assert watcher.controller_restarts == 1
+    await fake.cancel_job(running)
+    assert fake.tick() == [queued]
+    seen: list[JobEvent] = []
+    for _ in range(3):
+        seen += await watcher.poll_once()
+    assert [(e.job.name, e.job.state) for e in seen if e.job_id == queued] == [("queued", "RUNNING")]
+    assert watcher.controller_restarts == 1
+
+
 async def test_a_list_that_took_seconds_is_read_again_only_ten_times_later() -> None:
     fake = fake_cluster()
     watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=2.0, idle_full_poll_seconds=30.0)
