@@ -6,7 +6,10 @@ pending Slurm job. Then it measures, with everything open:
 
 * the bridge worker's and the Temporal server's memory (RSS), and the Temporal database on disk;
 * ``slinky workloads list`` (the namespace's lifecycles) and ``slinky workloads why POD`` (a pending pod), wall
-  time as a user runs them, against ``squeue``-like raw reads of the same jobs from slurmrestd;
+  time as a user runs them, against ``squeue``-like raw reads of the same jobs from slurmrestd: right after the
+  last pod got its job (the worker still labelling, the machine saturated), and again at rest: once the stack's
+  processes use less than ``REST_CORES`` of CPU over 5 s (``--rest-wait`` seconds at most; 0 skips it), as a user
+  of a cluster with that many workloads open asks them;
 * freeing nodes: the running pods are deleted; time until as many queued pods are bound, against Slurm's
   scheduling interval;
 * deleting everything: every pod deleted at once; time until no job of the run is live in Slurm and no pod is
@@ -40,6 +43,9 @@ from slinky.clients.kube import KubeClient, pod_path
 from slinky.dev import stack
 
 REPO = Path(__file__).resolve().parents[1]
+REST_CORES = 0.8
+"""The stack is at rest when its processes together use less than this many cores over 5 s (of the machine's 2):
+with 10,000 open workloads the job watcher's polls and the lifecycles' re-checks never stop."""
 LIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED")
 
 
@@ -207,6 +213,15 @@ class Scale:
         cli = (".venv/bin/slinky", "workloads", "-n", self.namespace)
         listing = [timed(*cli, "list") for _ in range(3)]
         why = [timed(*cli, "why", pending) for _ in range(3) if pending]
+        rest: dict[str, Any] = {}
+        if self.args.rest_wait > 0:
+            waited, cores = await self._at_rest(self.args.rest_wait)
+            rest = {
+                "rest_after_s": waited,
+                "rest_cores": cores,
+                "list_seconds_at_rest": [timed(*cli, "list")[0] for _ in range(3)],
+                "why_seconds_at_rest": [timed(*cli, "why", pending)[0] for _ in range(3) if pending],
+            }
         started = time.monotonic()
         states = await self.states()
         raw_s = time.monotonic() - started
@@ -225,7 +240,23 @@ class Scale:
             "live_jobs_in_slurm": live,
             # One live job per pod, no more: a double or an orphan shows here (nothing else runs meanwhile).
             "extra_live_jobs": live - self.live_before - len(self.pods),
+            **rest,
         }
+
+    async def _at_rest(self, limit: float) -> tuple[float | None, float]:
+        """Wait until the stack's processes use less than ``REST_CORES`` over 5 s: seconds waited (None when
+        ``limit`` passed first) and the cores they used in the last 5 s."""
+        started = time.monotonic()
+        cores = 0.0
+        with self.progress.ticking("waiting for the stack to come to rest", lambda: f"{cores:.2f} cores busy"):
+            while time.monotonic() - started < limit:
+                meter = CpuMeter.of_pid_files(stack.STATE / "pids")
+                meter.start()
+                await asyncio.sleep(5)
+                cores = round(sum(v for k, v in meter.stop().items() if k != "benchmark") / 5, 2)
+                if cores < REST_CORES:
+                    return round(time.monotonic() - started, 1), cores
+        return None, cores
 
     async def free_nodes(self) -> dict[str, Any]:
         """Delete the running pods; time until as many queued pods are bound."""
@@ -347,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=25.0, help="pods created per second")
     parser.add_argument("--kill-at", type=float, default=0.0, help="kill -9 the bridge worker at this fraction")
     parser.add_argument("--deadline", type=float, default=1800.0, help="seconds for each wait")
+    parser.add_argument(
+        "--rest-wait", type=float, default=300.0, help="seconds to wait for the stack to come to rest (0: skip)"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     if stack.status(quiet=True) != 0:
