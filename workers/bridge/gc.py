@@ -1,6 +1,7 @@
 """Garbage collection: the slow reconcile that catches what no lifecycle is left to handle.
 
-Every ``interval_seconds`` (default 60 s; one job list and one labelled-pod list per period, never per pod):
+Every ``interval_seconds`` (default 60 s, or five times the last pass's wall time when that is longer: see
+``PASS_SPACING``; one job list and one labelled-pod list per period, never per pod):
 
 * a live bridge job whose workflow is not running and whose pods are all gone is cancelled;
 * a pod labelled with a job id whose job is gone (matched by the job ``comment`` that names the owning
@@ -62,6 +63,11 @@ MISSING_CONFIRM_SECONDS = 10.0
 MISSING_CONFIRM_MAX = 100
 """More such lifecycles than this at once means the list lags a wave of submits: confirmed at the usual interval."""
 WAITING_PHASES = frozenset({Phase.PENDING.value, Phase.BINDING.value, Phase.RUNNING.value})
+PASS_SPACING = 5.0
+"""The next regular pass waits at least this many times the last pass's wall time: a pass lists every running
+lifecycle and every labelled pod, and at 10,000 open workloads one took 10-30 s on a busy machine (its metric,
+``slinky_bridge_gc_pass_seconds``), so a pass every 60 s kept the API server, Temporal and the worker busy. The
+passes that confirm a lost job (``MISSING_CONFIRM_SECONDS``) and ``collect_soon`` are not spaced."""
 
 
 class GarbageCollector:
@@ -272,7 +278,10 @@ class GarbageCollector:
                 await self.run_once()
             except (SlurmError, KubeError, RPCError) as err:
                 logger.warning("garbage collection pass failed: %s", err)
-            telemetry.GC_PASS_SECONDS.observe(time.monotonic() - started)
+            took = time.monotonic() - started
+            telemetry.GC_PASS_SECONDS.observe(took)
+            if self._next_wait >= self.interval_seconds:
+                self._next_wait = max(self.interval_seconds, PASS_SPACING * took)
 
 
 def _lifecycle_of(pod: dict[str, Any]) -> str:

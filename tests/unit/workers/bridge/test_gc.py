@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -32,6 +34,41 @@ async def test_collect_soon_runs_a_pass_before_the_interval() -> None:
     task.cancel()
     assert passes == [1], "one pass for both calls"
     assert telemetry.REGISTRY.get_sample_value("slinky_bridge_gc_pass_seconds_count") == before + 1, "timed"
+
+
+async def test_a_long_pass_spaces_the_next_regular_one_but_not_the_confirming_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At 10,000 open workloads a pass took 10-30 s: the next waits five times that, not the 60 s interval."""
+    gc = GarbageCollector(None, None, None, interval_seconds=60)  # type: ignore[arg-type]
+    clock = [1000.0]
+    monkeypatch.setattr("workers.bridge.gc.time", SimpleNamespace(monotonic=lambda: clock[0]))
+    waits: list[float] = []
+    real_wait_for = asyncio.wait_for
+
+    async def wait_for(awaitable: Any, timeout: float) -> None:
+        waits.append(timeout)
+        if len(waits) > 3:
+            await real_wait_for(awaitable, None)  # no more passes: wait for the cancel
+        awaitable.close()
+        raise TimeoutError
+
+    took = [30.0, 2.0, 30.0]
+
+    async def run_once(*_: Any) -> None:
+        clock[0] += took[len(waits) - 1]
+        # As _recheck_lost decides: the interval, or soon when this pass found lifecycles whose job is missing.
+        gc._next_wait = 10.0 if len(waits) == 3 else gc.interval_seconds
+
+    monkeypatch.setattr("workers.bridge.gc.asyncio.wait_for", wait_for)
+    gc.run_once = run_once  # type: ignore[method-assign]
+    task = asyncio.create_task(gc.run())
+    for _ in range(100):
+        await asyncio.sleep(0)
+        if len(waits) > 3:
+            break
+    task.cancel()
+    assert waits == [10.0, 150.0, 60.0, 10.0], "the first pass soon; then 5 x 30 s; 60 s after a short pass"
 
 
 class _Temporal:
