@@ -67,7 +67,8 @@ PASS_SPACING = 5.0
 """The next regular pass waits at least this many times the last pass's wall time: a pass lists every running
 lifecycle and every labelled pod, and at 10,000 open workloads one took 10-30 s on a busy machine (its metric,
 ``slinky_bridge_gc_pass_seconds``), so a pass every 60 s kept the API server, Temporal and the worker busy. The
-passes that confirm a lost job (``MISSING_CONFIRM_SECONDS``) and ``collect_soon`` are not spaced."""
+passes that confirm a lost job (``MISSING_CONFIRM_SECONDS``) and ``collect_soon`` are not spaced, and no regular
+pass waits more than ten intervals."""
 
 
 class GarbageCollector:
@@ -281,7 +282,7 @@ class GarbageCollector:
             took = time.monotonic() - started
             telemetry.GC_PASS_SECONDS.observe(took)
             if self._next_wait >= self.interval_seconds:
-                self._next_wait = max(self.interval_seconds, PASS_SPACING * took)
+                self._next_wait = min(max(self.interval_seconds, PASS_SPACING * took), 10 * self.interval_seconds)
 
 
 def _lifecycle_of(pod: dict[str, Any]) -> str:

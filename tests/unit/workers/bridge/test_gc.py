@@ -48,27 +48,27 @@ async def test_a_long_pass_spaces_the_next_regular_one_but_not_the_confirming_on
 
     async def wait_for(awaitable: Any, timeout: float) -> None:
         waits.append(timeout)
-        if len(waits) > 3:
+        if len(waits) > 4:
             await real_wait_for(awaitable, None)  # no more passes: wait for the cancel
         awaitable.close()
         raise TimeoutError
 
-    took = [30.0, 2.0, 30.0]
+    took = [30.0, 2.0, 300.0, 30.0]
 
     async def run_once(*_: Any) -> None:
         clock[0] += took[len(waits) - 1]
         # As _recheck_lost decides: the interval, or soon when this pass found lifecycles whose job is missing.
-        gc._next_wait = 10.0 if len(waits) == 3 else gc.interval_seconds
+        gc._next_wait = 10.0 if len(waits) == 4 else gc.interval_seconds
 
     monkeypatch.setattr("workers.bridge.gc.asyncio.wait_for", wait_for)
     gc.run_once = run_once  # type: ignore[method-assign]
     task = asyncio.create_task(gc.run())
     for _ in range(100):
         await asyncio.sleep(0)
-        if len(waits) > 3:
+        if len(waits) > 4:
             break
     task.cancel()
-    assert waits == [10.0, 150.0, 60.0, 10.0], "the first pass soon; then 5 x 30 s; 60 s after a short pass"
+    assert waits == [10.0, 150.0, 60.0, 600.0, 10.0], "soon; 5 x 30 s; 60 s after a short pass; at most 600 s"
 
 
 class _Temporal:
