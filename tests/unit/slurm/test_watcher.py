@@ -551,12 +551,8 @@ async def test_a_poll_answered_late_is_not_diffed_and_the_restart_is_looked_for_
     assert [(e.type, e.job.name, e.controller_restart) for e in events] == [(VAN, "lost", True)]
 
 
-async def test_a_slow_answer_from_the_same_controller_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A full list of thousands of jobs takes seconds (4,000 jobs: 33 MB, 4.6 s, measured): slow, not a restart.
-    Dropping every slow answer left the watcher never synced, and every submit waiting for it, at 4,000 jobs."""
-    fake = fake_cluster()
-    watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=3600, controller_check_seconds=3600.0)
-    await fake.submit_job(_job("big"))
+def _slow_full_lists(monkeypatch: pytest.MonkeyPatch, fake: Any) -> None:
+    """Every full list answers after 0.1 s, and an answer after 0.05 s counts as slow."""
     monkeypatch.setattr("slinky.clients.slurm.watcher.SLOW_POLL_SECONDS", 0.05)
     quick = fake.list_jobs
 
@@ -565,6 +561,15 @@ async def test_a_slow_answer_from_the_same_controller_is_used(monkeypatch: pytes
         return await quick(update_time)
 
     monkeypatch.setattr(fake, "list_jobs", slow)
+
+
+async def test_a_slow_answer_from_the_same_controller_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full list of thousands of jobs takes seconds (4,000 jobs: 33 MB, 4.6 s, measured): slow, not a restart.
+    Dropping every slow answer left the watcher never synced, and every submit waiting for it, at 4,000 jobs."""
+    fake = fake_cluster()
+    watcher = JobWatcher(fake, state_probe=True, full_poll_seconds=3600, controller_check_seconds=3600.0)
+    await fake.submit_job(_job("big"))
+    _slow_full_lists(monkeypatch, fake)
     events = await watcher.poll_once()
     assert [e.job.name for e in events] == ["big"], "the slow first list is diffed"
     await asyncio.wait_for(watcher.wait_synced(), 1)
@@ -586,14 +591,7 @@ async def test_a_restart_seen_while_every_full_list_is_slow_is_still_reconciled(
     queued = await fake.submit_job(_job("queued"))
     await watcher.poll_once()
     fake.crash(keep_job_ids={running, queued})  # no job lost: only the start time changed
-    monkeypatch.setattr("slinky.clients.slurm.watcher.SLOW_POLL_SECONDS", 0.05)
-    quick = fake.list_jobs
-
-    async def slow(update_time: int | None = None) -> Any:
-        await asyncio.sleep(0.1)
-        return await quick(update_time)
-
-    monkeypatch.setattr(fake, "list_jobs", slow)
+    _slow_full_lists(monkeypatch, fake)
     assert await watcher.poll_once() == [], "the reconciling list: nothing was lost"
     assert watcher.controller_restarts == 1
     await fake.cancel_job(running)
