@@ -135,13 +135,12 @@ def pod_lifecycle_id(pod: Mapping[str, Any], group_uid: str | None) -> str:
     """The ID of the pod's lifecycle: the one written on the pod once its job was submitted; else, for a gang
     member, its gang's (named by the gang object's UID, ``group_uid``: None when that object does not exist);
     else the pod's own (``workload/<namespace>/<pod uid>``)."""
-    meta = pod["metadata"]
-    group = group_of(pod)
-    if _claimed_by(pod):
-        return _claimed_by(pod)
+    claimed, group = _claimed_by(pod), group_of(pod)
+    if claimed:
+        return claimed
     if group is not None and group_uid:
         return group.workflow_id(group_uid)
-    return workload_workflow_id(meta["namespace"], meta["uid"])
+    return workload_workflow_id(pod["metadata"]["namespace"], pod["metadata"]["uid"])
 
 
 NO_LIFECYCLE = (
@@ -233,7 +232,7 @@ async def _one(args: argparse.Namespace) -> tuple[WorkflowService, Settings, lis
         ids, pod = await _resolve(connecting, settings, _namespace(args, settings), args.name)
         client = await connecting
     finally:
-        connecting.cancel()  # the pod's read failed: nothing to ask Temporal
+        connecting.cancel()  # a no-op once connected; after a failed read of the pod, nothing is left to ask
     if not ids:
         print(f"no workload named {args.name!r} in namespace {_namespace(args, settings)!r}", file=sys.stderr)
     return client, settings, ids, pod
