@@ -156,6 +156,14 @@ class _Signals:
         return _Handle()
 
 
+def _claimed_gang_pod(owner: str, node_name: str | None = None) -> dict[str, Any]:
+    """A member of PodGroup ``g`` that the lifecycle ``owner`` labelled (job 7) and annotated."""
+    labels = {wellknown.LABEL_POD_GROUP: "g", wellknown.LABEL_SLURM_JOB_ID: "7"}
+    pod = make_pod("m", uid="u1", labels=labels, node_name=node_name)
+    pod["metadata"]["annotations"] = {wellknown.ANNOTATION_WORKFLOW_ID: owner}
+    return pod
+
+
 async def test_a_gang_pod_after_a_restart_signals_the_lifecycle_written_on_it() -> None:
     """Seen first after a restart, with its gang object gone (or made again under the same name, a new UID):
     the deletion still reaches the lifecycle that bound it, found on the pod, not on the gang object."""
@@ -164,9 +172,7 @@ async def test_a_gang_pod_after_a_restart_signals_the_lifecycle_written_on_it() 
     temporal = _Signals()
     watcher = _watcher(kube, temporal)
     owner = "workload/ns/podgroup/g/old-uid"
-    labels = {wellknown.LABEL_POD_GROUP: "g", wellknown.LABEL_SLURM_JOB_ID: "7"}
-    pod = make_pod("m", uid="u1", node_name="n1", labels=labels)
-    pod["metadata"]["annotations"] = {wellknown.ANNOTATION_WORKFLOW_ID: owner}
+    pod = _claimed_gang_pod(owner, node_name="n1")
     watcher.observe("ADDED", pod)  # the relist after a restart
     deleting = copy.deepcopy(pod)
     deleting["metadata"]["deletionTimestamp"] = "2026-11-25T01:42:16Z"
@@ -229,8 +235,7 @@ async def test_a_claimed_pending_gang_pod_after_a_restart_reads_its_gang_before_
     temporal = _Starts()
     watcher = _watcher(kube, temporal)
     owner = "workload/ns/podgroup/g/pg-uid"
-    pod = make_pod("m", uid="u1", labels={wellknown.LABEL_POD_GROUP: "g", wellknown.LABEL_SLURM_JOB_ID: "7"})
-    pod["metadata"]["annotations"] = {wellknown.ANNOTATION_WORKFLOW_ID: owner}
+    pod = _claimed_gang_pod(owner)
     watcher.observe("ADDED", pod)
     for _ in range(50):
         await asyncio.sleep(0.01)
@@ -541,8 +546,7 @@ async def test_a_claimed_gang_pod_after_a_restart_reads_its_gang_again_after_a_p
     temporal = _Starts()
     watcher = _watcher(kube, temporal)
     owner = "workload/slurm-bridge/podgroup/g/pg"
-    pod = make_pod("m", uid="u1", labels={wellknown.LABEL_POD_GROUP: "g", wellknown.LABEL_SLURM_JOB_ID: "7"})
-    pod["metadata"]["annotations"] = {wellknown.ANNOTATION_WORKFLOW_ID: owner}
+    pod = _claimed_gang_pod(owner)
     watcher.observe("ADDED", pod)
     await _settle(watcher)
     await kube.aclose()
