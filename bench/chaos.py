@@ -253,26 +253,21 @@ def lifecycle_start_delays(pods: list[Any], runs: list[dict[str, Any]]) -> dict[
     """Per pod, seconds from the moment its lifecycle could start (its creation; a gang member: its gang's last
     member's) to that lifecycle's first start, from ``temporal workflow list -o json`` rows. A pod without a
     lifecycle is left out (``lost_pods`` counts it)."""
-    first: dict[str, float] = {}
+    first: dict[str, float] = {}  # by pod uid (workload/NS/UID) or PodGroup name (workload/NS/podgroup/NAME/UID)
     for row in runs:
-        wid, started = row["execution"]["workflowId"], _parse_time(row["startTime"])
-        first[wid] = min(started, first.get(wid, started))
-    gang_ready: dict[str, float] = {}
+        parts, started = row["execution"]["workflowId"].split("/"), _parse_time(row["startTime"])
+        key = parts[3] if parts[2] == "podgroup" else parts[-1]
+        first[key] = min(started, first.get(key, started))
+    ready: dict[str, float] = {}
     for pod in pods:
-        group = (pod.metadata.labels or {}).get(wellknown.LABEL_POD_GROUP)
-        if group:
-            created = pod.metadata.creation_timestamp.timestamp()
-            gang_ready[group] = max(created, gang_ready.get(group, created))
+        key = (pod.metadata.labels or {}).get(wellknown.LABEL_POD_GROUP) or pod.metadata.uid
+        created = pod.metadata.creation_timestamp.timestamp()
+        ready[key] = max(created, ready.get(key, created))
     delays: dict[str, float] = {}
     for pod in pods:
-        group = (pod.metadata.labels or {}).get(wellknown.LABEL_POD_GROUP)
-        if group:
-            marker, ready = f"/podgroup/{group}/", gang_ready[group]
-        else:
-            marker, ready = f"/{pod.metadata.uid}", pod.metadata.creation_timestamp.timestamp()
-        starts = [t for w, t in first.items() if (marker in w if group else w.endswith(marker))]
-        if starts:
-            delays[pod.metadata.name] = max(0.0, min(starts) - ready)
+        key = (pod.metadata.labels or {}).get(wellknown.LABEL_POD_GROUP) or pod.metadata.uid
+        if key in first:
+            delays[pod.metadata.name] = max(0.0, first[key] - ready[key])
     return delays
 
 
