@@ -42,6 +42,9 @@ POLL = timedelta(seconds=1)
 PATCH_STOP_IS_NOT_REFUSAL = "stop-is-not-a-refusal"
 """Histories from before it took the old pod's clean stop (replaced by its StatefulSet) for a refusal of the
 new config (and rolled back a good one: seen in bench/cluster.py) replay with that rule."""
+PATCH_MIDNIGHT_RESET = "midnight-statistics-reset"
+"""Histories from before it took a ``req_time_start`` moved by slurmctld's midnight statistics reset for a
+re-read at once; they replay with that rule."""
 CONDITION = "ConfigValid"
 
 
@@ -157,9 +160,11 @@ class ControllerReconfigureWorkflow:
     async def _verify(self, inp: ReconfigureInput, applied_at: float, requested: float | None) -> str:
         deadline = workflow.now() + timedelta(seconds=inp.verify_seconds)
         old_rule = not workflow.patched(PATCH_STOP_IS_NOT_REFUSAL)
+        settle = workflow.patched(PATCH_MIDNIGHT_RESET)
         while True:
             state = await self._state(inp)
-            verdict = judge(inp, state, applied_at, requested, stops_are_refusals=old_rule)
+            now = workflow.now().timestamp() if settle else None
+            verdict = judge(inp, state, applied_at, requested, stops_are_refusals=old_rule, now=now)
             if verdict != "waiting":
                 return verdict
             if workflow.now() >= deadline:

@@ -24,6 +24,15 @@ ANNOTATION_REJECTED = "slinky.slurm.net/rejected-config-hash"
 not try it again, a fix of the resources makes a new hash."""
 RELOAD_SLACK_SECONDS = 2.0
 """slurmctld's clock and the operator's may differ this much (one cluster, NTP)."""
+STATISTICS_DAY = 86400
+"""slurmctld resets its statistics when the epoch time passes a multiple of a day (midnight UTC, whatever its
+time zone: ``now - now % 86400``), which moves ``req_time_start`` as a re-read of the config does."""
+STATISTICS_RESET_WINDOW_SECONDS = 60.0
+"""A ``req_time_start`` this soon after midnight UTC may be that reset (its background loop runs about once a
+second; a busy controller later)."""
+RESET_SETTLE_SECONDS = 30.0
+"""Such a ``req_time_start`` counts as a re-read once slurmctld has kept answering this long after it: a
+slurmctld that rejects a config exits within seconds of the request, so its exit is seen first."""
 
 
 class _Msg(BaseModel):
@@ -120,13 +129,15 @@ def judge(
     requested_at: float | None,
     *,
     stops_are_refusals: bool = False,
+    now: float | None = None,
 ) -> Verdict:
     """Whether slurmctld runs ``inp.hash``, has failed on it, or may still get there.
 
     Failed: its container ended after the new config was applied (a slurmctld that rejects a config exits;
     restartPolicy brings it back on the same config, so that never heals). Verified, in place: it answers and
     re-read its config after the reconfigure request; restart mode: its pod was made from the template with
-    the new hash and is ready.
+    the new hash and is ready. ``now`` (histories from before it: None) holds back a re-read that may be the
+    midnight statistics reset until ``RESET_SETTLE_SECONDS`` after it.
     """
     if state.gone:
         return "gone"
@@ -140,10 +151,23 @@ def judge(
             return "waiting"
         # No request went through (slurmctld was down): it must have started again since the files changed.
         since = requested_at if requested_at is not None else applied_at
-        return "verified" if state.loaded_since >= since - RELOAD_SLACK_SECONDS else "waiting"
+        if state.loaded_since < since - RELOAD_SLACK_SECONDS:
+            return "waiting"
+        if (
+            now is not None
+            and statistics_reset_time(state.loaded_since)
+            and now < state.loaded_since + RESET_SETTLE_SECONDS
+        ):
+            return "waiting"
+        return "verified"
     if state.pod_exists and state.pod_hash == inp.hash and state.ready and state.responding is not False:
         return "verified"
     return "waiting"
+
+
+def statistics_reset_time(loaded_since: float) -> bool:
+    """Whether a ``req_time_start`` may be slurmctld's midnight statistics reset rather than a (re)start."""
+    return loaded_since % STATISTICS_DAY < STATISTICS_RESET_WINDOW_SECONDS
 
 
 STOP_CODES = frozenset({0, 143})

@@ -9,6 +9,8 @@ from pydantic import ValidationError
 
 from slinky.operator.reconfigure import (
     RELOAD_SLACK_SECONDS,
+    RESET_SETTLE_SECONDS,
+    STATISTICS_RESET_WINDOW_SECONDS,
     ConfigCheck,
     ControllerState,
     ReconfigureInput,
@@ -17,6 +19,7 @@ from slinky.operator.reconfigure import (
     config_error,
     judge,
     rejection_message,
+    statistics_reset_time,
     workflow_id,
 )
 
@@ -243,3 +246,34 @@ def test_histories_from_before_keep_the_old_rule() -> None:
     state = pod(pod_hash=OLD, ready=False, last_exit_at=APPLIED + 3, last_exit_code=0)
     assert judge(inp(False), state, APPLIED, None, stops_are_refusals=True) == "failed"
     assert judge(inp(True), pod(last_exit_at=APPLIED + 3, last_exit_code=143), APPLIED, REQUESTED) == "waiting"
+
+
+# ---- slurmctld's midnight statistics reset ---------------------------------------------------------------------
+
+MIDNIGHT = 1_800_057_600.0  # a multiple of 86,400: midnight UTC, when slurmctld resets its statistics
+
+
+def test_a_re_read_at_midnight_utc_is_held_until_slurmctld_kept_answering_after_it() -> None:
+    """The reset moves ``req_time_start`` as a re-read does: a slurmctld that rejected the new config and is about
+    to exit would look verified. Held back until it kept answering ``RESET_SETTLE_SECONDS``; its exit comes first."""
+    requested = MIDNIGHT - 3
+    reset = reread(MIDNIGHT + 1)
+    assert judge(inp(True), reset, MIDNIGHT - 8, requested, now=MIDNIGHT + 2) == "waiting"
+    assert judge(inp(True), reset, MIDNIGHT - 8, requested, now=MIDNIGHT + 1 + RESET_SETTLE_SECONDS) == "verified"
+    exited = reread(MIDNIGHT + 1, responding=False, last_exit_at=MIDNIGHT + 4, last_exit_code=1)
+    assert judge(inp(True), exited, MIDNIGHT - 8, requested, now=MIDNIGHT + 5) == "failed"
+    # A busy controller resets later in the window; past it, a re-read is taken at once.
+    late = MIDNIGHT + STATISTICS_RESET_WINDOW_SECONDS - 1
+    assert judge(inp(True), reread(late), MIDNIGHT - 8, requested, now=late + 1) == "waiting"
+    after = MIDNIGHT + STATISTICS_RESET_WINDOW_SECONDS
+    assert judge(inp(True), reread(after), after - 10, after - 5, now=after + 1) == "verified"
+    # Histories from before the rule (no ``now``) keep the old verdict.
+    assert judge(inp(True), reset, MIDNIGHT - 8, requested) == "verified"
+
+
+def test_statistics_reset_time_is_midnight_utc_whatever_the_time_zone() -> None:
+    assert statistics_reset_time(MIDNIGHT)
+    assert statistics_reset_time(MIDNIGHT + 59)
+    assert not statistics_reset_time(MIDNIGHT - 1)
+    assert not statistics_reset_time(MIDNIGHT + 3600)  # 01:00 UTC: midnight in UTC+1, no reset there
+    assert not statistics_reset_time(APPLIED)
