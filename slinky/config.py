@@ -100,6 +100,15 @@ class WorkerSettings(BaseModel):
         "each is replayed from its whole history.",
     )
 
+    safety_rechecks_per_second: float = Field(
+        5.0,
+        gt=0,
+        description="The budget of the lifecycles' safety re-checks, all together: with more open workloads than "
+        "300 s times this, each re-checks less often (at 10,000 and 5 a second: every 2,000 s). A re-check is a "
+        "workflow task replayed from its history (the worker caches 1,000) and two reads; only a lost signal waits "
+        "for one.",
+    )
+
     max_concurrent_workflow_tasks: int = Field(
         100,
         ge=2,

@@ -128,6 +128,8 @@ class FakeActivities:
     pod_state: PodStateResult = field(default_factory=lambda: PodStateResult(exists=True, phase="Pending"))
     """What ``get_pod_states`` answers for every asked pod (unless ``pod_states`` names it)."""
     pod_states: dict[str, PodStateResult] = field(default_factory=dict)
+    recheck_seconds: float | None = None
+    """What ``get_pod_states`` says the next re-checks' interval is (None: the pod watcher's absent)."""
     cancel_gate: asyncio.Event | None = None
     """When set, the cancel fake waits for it after recording the call (a slow slurmrestd)."""
     job: JobEvent | None = None
@@ -198,7 +200,8 @@ class FakeActivities:
     @activity.defn(name="get_pod_states")
     async def get_pod_states(self, data: PodsInput) -> PodStatesResult:
         self._record("get_pod_states", data)
-        return PodStatesResult(states={p.uid: self.pod_states.get(p.uid, self.pod_state) for p in data.pods})
+        states = {p.uid: self.pod_states.get(p.uid, self.pod_state) for p in data.pods}
+        return PodStatesResult(states=states, recheck_seconds=self.recheck_seconds)
 
     @activity.defn(name="remove_finalizers")
     async def remove_finalizers(self, data: PodsInput) -> None:

@@ -580,6 +580,33 @@ async def test_signals_while_pending_start_no_timer_and_the_recheck_still_comes_
     assert EventType.EVENT_TYPE_TIMER_CANCELED not in kinds
 
 
+async def test_the_recheck_interval_follows_what_the_last_recheck_was_given(
+    env: WorkflowEnvironment, run_workload: Any, fakes: FakeActivities
+) -> None:
+    """The pod watcher's budget grows with the open workloads: a lifecycle started with 60 s that is told 600 s at
+    its first re-check waits 600 s for the next one, and its history's timers say so (replays follow the result)."""
+    fakes.recheck_seconds = 600.0
+    async with run_workload(workload_input(safety_recheck_seconds=60.0)) as handle:
+        await step_is(handle, "wait_allocation")
+        await env.sleep(61)
+        await fakes.called("get_job")
+        assert (await step_is(handle, "wait_allocation")).rechecks == 1
+        await env.sleep(300)  # five of the input's periods: no re-check, the new interval holds
+        assert (await step_is(handle, "wait_allocation")).rechecks == 1
+        await env.sleep(310)
+        await fakes.called("get_job", times=2)
+        assert (await step_is(handle, "wait_allocation")).rechecks == 2
+        await pod_event(handle, PodEventKind.GONE)
+        await handle.result()
+        history = [e async for e in handle.fetch_history_events()]
+    timers = [
+        e.timer_started_event_attributes.start_to_fire_timeout.ToSeconds()
+        for e in history
+        if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+    ]
+    assert timers == [60, 600, 600]
+
+
 async def test_events_for_another_pod_uid_are_ignored(run_workload: Any, fakes: FakeActivities) -> None:
     async with run_workload() as handle:
         await step_is(handle, "wait_allocation")

@@ -46,11 +46,12 @@ logger = logging.getLogger(__name__)
 START_CONCURRENCY = 32
 START_ATTEMPTS = 5
 """Tries of a lifecycle start whose failure is not transient (see signals.TRANSIENT: those go on while pending)."""
-RECHECKS_PER_SECOND = 10.0
-"""The budget of the lifecycles' safety re-checks, all together: with more pods than ``safety_recheck_seconds``
-times this, a new lifecycle re-checks less often. Each re-check is a workflow task; at 10,000 open workloads every
-300 s they were 33 a second, enough to keep the worker and Temporal busy and push other workflow tasks minutes
-late (docs/benchmarks.md). Only a lost signal waits for a re-check (signals are retried for minutes)."""
+RECHECKS_PER_SECOND = 5.0
+"""The default budget of the lifecycles' safety re-checks, all together (``SLINKY_WORKER__SAFETY_RECHECKS_PER_SECOND``):
+with more pods than ``safety_recheck_seconds`` times this, lifecycles re-check less often. Each re-check is a workflow
+task replayed from its history when the lifecycle is not cached, and two reads; at 10,000 open workloads every 300 s
+they were 33 a second, enough to keep the worker and Temporal busy and push other workflow tasks minutes late
+(docs/benchmarks.md). Only a lost signal waits for a re-check (signals are retried for minutes)."""
 
 GROUP_CACHE_SECONDS = 30.0
 GROUP_MISSING_RECHECK_SECONDS = 10.0
@@ -130,6 +131,7 @@ class PodWatcher:
         defaults: TranslateDefaults,
         events: EventRecorder | None = None,
         safety_recheck_seconds: float = 300.0,
+        rechecks_per_second: float = RECHECKS_PER_SECOND,
         eager_start: bool = True,
         batch_pod_events: bool = True,
     ) -> None:
@@ -141,6 +143,7 @@ class PodWatcher:
         self.scheduler_name = scheduler_name
         self.defaults = defaults
         self.safety_recheck_seconds = safety_recheck_seconds
+        self.rechecks_per_second = rechecks_per_second
         self.seen: dict[str, Seen] = {}
         self.groups: dict[tuple[str, str, str], GroupInfo] = {}
         self._sem = asyncio.Semaphore(START_CONCURRENCY)
@@ -158,9 +161,11 @@ class PodWatcher:
         self._joins: Coalescer[tuple[Obj, PodRef, GroupRef]] = Coalescer(self._join, self._spawn)
 
     def recheck_seconds(self) -> float:
-        """The safety re-check interval of a lifecycle started now: ``safety_recheck_seconds``, or longer when the
-        pods this watcher follows would make more than ``RECHECKS_PER_SECOND`` re-checks a second."""
-        return max(self.safety_recheck_seconds, len(self.seen) / RECHECKS_PER_SECOND)
+        """The safety re-check interval of a lifecycle from now on: ``safety_recheck_seconds``, or longer when the
+        pods this watcher follows would make more than ``rechecks_per_second`` re-checks a second. A lifecycle
+        starts with it and gets it again at each re-check (``get_pod_states``), so the budget holds as the number
+        of open workloads grows and shrinks."""
+        return max(self.safety_recheck_seconds, len(self.seen) / self.rechecks_per_second)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)

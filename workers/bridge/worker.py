@@ -138,6 +138,7 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
             # the task queue, so that whichever replica polls first takes it.
             eager_start=settings.worker.eager_start_or_default(settings.leader_election.enabled),
             batch_pod_events=settings.worker.batch_pod_events,
+            rechecks_per_second=settings.worker.safety_rechecks_per_second,
         )
         if settings.telemetry.metrics_port:
             telemetry.REGISTRY.register(

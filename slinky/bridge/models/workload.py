@@ -362,6 +362,9 @@ class PodStateResult(_Msg):
 class PodStatesResult(_Msg):
     states: dict[str, PodStateResult] = Field(default_factory=dict)
     """uid -> state."""
+    recheck_seconds: float | None = None
+    """The safety re-check interval from now on (the pod watcher's budget for the pods it follows now); None: keep
+    the one the lifecycle has (a replica without the pod watcher, or a history from before it)."""
 
 
 class GroupPhaseInput(_Msg):

@@ -111,6 +111,10 @@ async def test_the_recheck_reads_pending_pods_from_the_cache_and_others_from_the
     states = await acts.get_pod_states(PodsInput(pods=[ref]))
     assert requests == [f"GET /api/v1/namespaces/{ref.namespace}/pods/p"], "deleting: not cached, read"
     assert states.states["u1"].gone, "the API server's answer (404 here) decides"
+    assert states.recheck_seconds == watcher.recheck_seconds() == 300.0, "the next re-checks' interval comes along"
+    watcher.seen.update({f"other-{i}": watcher.seen["u1"] for i in range(4_000)})
+    assert (await acts.get_pod_states(PodsInput(pods=[ref]))).recheck_seconds == 800.2
+    assert (await KubeActivities(kube, StaticNodes()).get_pod_states(PodsInput(pods=[ref]))).recheck_seconds is None
     for task in list(watcher._tasks):
         task.cancel()
     await kube.aclose()
@@ -384,8 +388,8 @@ async def test_a_signal_backs_off_longer_while_temporal_rate_limits(
 
 
 async def test_the_safety_recheck_interval_grows_with_the_pods_followed() -> None:
-    """Up to 3,000 pods every lifecycle re-checks every 300 s; at 10,000 a new one every 1,000 s (10 a second in
-    all, instead of 33)."""
+    """Up to 1,500 pods every lifecycle re-checks every 300 s; at 10,000 every 2,000 s (5 a second in all, instead
+    of 33), the early ones too: each re-check is given the interval of the moment (``get_pod_states``)."""
     temporal = _Starts()
     watcher = _watcher(_kube([]), temporal)
     watcher.observe("ADDED", make_pod("first", uid="u-first", cpu="1"))
@@ -395,7 +399,11 @@ async def test_the_safety_recheck_interval_grows_with_the_pods_followed() -> Non
     watcher.observe("ADDED", make_pod("late", uid="u-late", cpu="1"))
     await _settle(watcher)
     by_pod = {i.pod.name: i.safety_recheck_seconds for i in temporal.inputs}
-    assert by_pod == {"first": 300.0, "late": 1000.1}
+    assert by_pod == {"first": 300.0, "late": 2000.2}
+    assert watcher.recheck_seconds() == 2000.2
+    budget = _watcher(_kube([]), _Starts(), rechecks_per_second=20.0)
+    budget.seen.update(watcher.seen)
+    assert budget.recheck_seconds() == 500.05
 
 
 class _Recorder:
