@@ -49,6 +49,10 @@ with 10,000 open workloads the job watcher's polls and the lifecycles' re-checks
 LIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED")
 
 
+REST_SAMPLE_SECONDS = 30.0
+"""Once at rest (or after ``--rest-wait``): each process's CPU is measured over this long."""
+
+
 def rss_mib(pid: int | None) -> float | None:
     """Resident memory of a process in MiB, None when it is gone."""
     if pid is None:
@@ -219,6 +223,7 @@ class Scale:
             rest = {
                 "rest_after_s": waited,
                 "rest_cores": cores,
+                "rest_cpu_ms_per_s": await self._cpu_per_process(REST_SAMPLE_SECONDS),
                 "list_seconds_at_rest": [timed(*cli, "list")[0] for _ in range(3)],
                 "why_seconds_at_rest": [timed(*cli, "why", pending)[0] for _ in range(3) if pending],
             }
@@ -257,6 +262,14 @@ class Scale:
                 if cores < REST_CORES:
                     return round(time.monotonic() - started, 1), cores
         return None, cores
+
+    async def _cpu_per_process(self, seconds: float) -> dict[str, float]:
+        """Each stack process's CPU milliseconds per second over ``seconds``: where a stack at rest spends."""
+        meter = CpuMeter.of_pid_files(stack.STATE / "pids")
+        meter.start()
+        with self.progress.ticking(f"CPU of each process over {seconds:.0f} s", lambda: ""):
+            await asyncio.sleep(seconds)
+        return {name: round(1000 * used / seconds, 1) for name, used in meter.stop().items() if name != "benchmark"}
 
     async def free_nodes(self) -> dict[str, Any]:
         """Delete the running pods; time until as many queued pods are bound."""
