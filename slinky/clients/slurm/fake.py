@@ -28,6 +28,7 @@ from slinky.clients.errors import SlurmError, SlurmErrorEntry
 from slinky.clients.slurm import versions
 from slinky.clients.slurm.client import JobsPage, NodesPage, map_error
 from slinky.clients.slurm.models import (
+    JOB_COUNTERS,
     ControllerPing,
     Diag,
     JobDescMsg,
@@ -137,6 +138,9 @@ class FakeSlurmClient:
         self._jobs_changed = int(time.time())
         self.started = int(time.time())
         """slurmctld's start time, as ``diag`` reports it (``req_time_start``); a crash restarts it."""
+        self.counters: dict[str, int] = dict.fromkeys(JOB_COUNTERS, 0)
+        """``diag``'s job counters as slurmctld 26.05 moves them (measured): ``jobs_submitted`` at each submit and
+        allocation, ``jobs_started`` at each start; a cancel through slurmrestd moves none. Reset with ``started``."""
         self._hooks: dict[str, deque[BaseException]] = {}
         self.closed = False
 
@@ -190,6 +194,7 @@ class FakeSlurmClient:
                 self._release(job)
         self._next_job_id = max(keep, default=0) + 1
         self.started = max(int(time.time()), self.started + 1)
+        self.counters = dict.fromkeys(JOB_COUNTERS, 0)
         self._touch()
 
     def purge_finished(self) -> None:
@@ -232,6 +237,7 @@ class FakeSlurmClient:
             job.reason = "Resources"
             return False
         job.state, job.reason, job.start_time = "RUNNING", "None", int(time.time())
+        self.counters["jobs_started"] += 1
         job.nodes = [node.name for node in free[: job.node_count]]
         for node in free[: job.node_count]:
             node.job_id = job.job_id
@@ -395,6 +401,7 @@ class FakeSlurmClient:
         """As slurmctld 26.05 does: it re-executes in place, so its statistics start again now."""
         self._enter("reconfigure")
         self.started = int(time.time())
+        self.counters = dict.fromkeys(JOB_COUNTERS, 0)
 
     async def diag(self) -> Diag:
         """A few counters."""
@@ -402,7 +409,7 @@ class FakeSlurmClient:
         states = [job.state for job in self._jobs.values()]
         return Diag(
             server_thread_count=1,
-            jobs_submitted=self._next_job_id - 1,
+            **self.counters,
             jobs_pending=states.count("PENDING"),
             jobs_running=states.count("RUNNING"),
             req_time_start=self.started,
@@ -491,6 +498,7 @@ class FakeSlurmClient:
             )
         job_id = self._next_job_id
         self._next_job_id += 1
+        self.counters["jobs_submitted"] += 1
         count = self._node_count(job)
         self._jobs[job_id] = _FakeJob(
             job_id=job_id,
@@ -565,7 +573,7 @@ class FakeSlurmClient:
         if signal is not None and signal not in ("SIGKILL", "KILL", "9"):
             return
         job.state, job.reason, job.end_time = "CANCELLED", "None", int(time.time())
-        self._release(job)
+        self._release(job)  # no counter moves: slurmctld 26.05 counts no cancel made through slurmrestd (measured)
         self._touch()
 
     async def get_job_resources(self, job_id: int) -> list[NodeResourceLayout]:

@@ -495,6 +495,10 @@ class ReservationsResponse(OpenapiResponse):
     last_update: NoValInt = None
 
 
+JOB_COUNTERS = ("jobs_submitted", "jobs_started", "jobs_completed", "jobs_canceled", "jobs_failed")
+"""slurmctld's counters of job transitions in ``GET diag`` (reset with its statistics, with ``req_time_start``)."""
+
+
 class Diag(_Model):
     """The controller statistics of ``GET diag`` (a few typed, the rest in ``model_extra``)."""
 

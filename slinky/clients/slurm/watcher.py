@@ -22,6 +22,9 @@ cached job with the same ID is reported as ``VANISHED`` (the old one) then ``ADD
 ``admin_comment`` is not in the default identity because the bridge legitimately rewrites it on pending
 jobs; pass ``identity=`` to add a key the caller owns, e.g. a UID stored in the ``admin_comment``.
 
+A quiet cluster with many jobs (``QUIET_JOBS``): the probe of every job waits for slurmctld's job counters in
+``GET diag`` to move, at most ``QUIET_MAX_SECONDS`` (docs/slurm-client.md).
+
 Controller restarts: with ``controller_check_seconds`` set, the watcher also reads ``GET diag`` that often
 and takes a change of ``req_time_start`` (when slurmctld's statistics began: its start) as a restart. The next
 poll is then a full list, and its diff is the reconcile of every job at once: jobs the restarted controller
@@ -55,7 +58,7 @@ from typing import Any, TypeVar
 from slinky import hostlist, wellknown
 from slinky.clients.errors import SlurmError, SlurmNotFound
 from slinky.clients.slurm.client import SlurmApi
-from slinky.clients.slurm.models import JobInfo
+from slinky.clients.slurm.models import JOB_COUNTERS, Diag, JobInfo
 
 __all__ = ["JobEvent", "JobEventType", "JobWatcher", "Subscription", "default_identity"]
 
@@ -134,6 +137,17 @@ LIST_SHARE = 0.2
 the full job list instead of each new job. Measured on 26.05 with 4,500 jobs: a read costs slurmrestd 1.15 ms and the
 watcher 2.3 ms (the HTTP request); the list costs 0.6 ms and 0.06 ms per job listed. So one list is the cheaper from
 about a fifth, and 2,000 other users' jobs submitted at once no longer make 2,000 reads (7 s of CPU)."""
+
+QUIET_JOBS = 2000
+"""From this many jobs on (the last probe of every job), a probe of every job is made only when slurmctld's job
+counters moved (``GET diag``: submitted, started, completed, cancelled, failed) or ``QUIET_MAX_SECONDS`` passed. With
+10,000 pending jobs and nothing happening, the probes (1.5 a second, 0.8 MB each) kept the worker's event loop and
+slurmrestd busy: a fifth of a core each, measured."""
+
+QUIET_MAX_SECONDS = 2.0
+"""A probe of every job at least this often however quiet the counters: changes no counter follows are seen within
+this. slurmctld 26.05 does not count a cancel through slurmrestd (6,000 cancelled jobs left ``jobs_canceled`` at 0,
+measured), nor a job held, released or requeued."""
 
 SLOW_POLL_SECONDS = 1.0
 """A poll slower than this hints at a controller restart (slurmrestd retries a dead controller for 10 s)."""
@@ -282,6 +296,11 @@ class JobWatcher:
         """The next probe asks for every job (``caught_up`` waits for a complete view)."""
         self._last_complete = 0.0
         self._last_complete_seconds = 0.0
+        self._last_complete_jobs = 0
+        """Jobs listed by the last probe of every job (or full list)."""
+        self._quiet_mark: tuple[int | None, ...] | None = None
+        """slurmctld's job counters read before the last probe of every job was asked (``QUIET_JOBS``)."""
+        self._quiet_seen: tuple[int | None, ...] | None = None
         self.tracked_since = -float("inf")
         """When the last poll whose answer covered every tracked job (and was delivered) was asked."""
         self.state_probe = state_probe
@@ -308,7 +327,7 @@ class JobWatcher:
         """When the last poll whose answer was used and delivered was asked (``time.monotonic``): every job made
         before then is in the subscribers' views."""
         self.details_read = 0
-        self.requests: dict[str, int] = {"full_list": 0, "probe_all": 0, "probe_tracked": 0}
+        self.requests: dict[str, int] = {"full_list": 0, "probe_all": 0, "probe_tracked": 0, "probe_skipped": 0}
         """Poll requests by kind (``details_read`` counts the job reads)."""
         self._jobs: dict[int, JobInfo] = {}
         self._last_update: int | None = None
@@ -514,12 +533,41 @@ class JobWatcher:
         Raises:
             SlurmError: The poll failed; the next poll resyncs.
         """
-        await self._check_controller()
+        checked = await self._check_controller()
         if self._check_controller_now and self.controller_check_seconds is not None:
             return []  # the controller is still starting (its start time reads 0): what it lists may be partial
         if self.state_probe and self._synced_once and not self._need_resync and not self._full_poll_due():
+            if self._probe_ids(time.monotonic()) is None:
+                if await self._quiet(checked):
+                    self.requests["probe_skipped"] += 1
+                    return []
+                if self._check_controller_now:
+                    return []  # the controller is starting (see above)
+                if self._need_resync:
+                    return await self._list_once()  # its counters said it restarted
             return await self._probe_once()
         return await self._list_once()
+
+    async def _quiet(self, diag: Diag | None) -> bool:
+        """Whether a probe of every job can be left out (``QUIET_JOBS``): slurmctld's job counters are the ones
+        read before the last such probe, which is less than ``QUIET_MAX_SECONDS`` old, and nobody waits for one.
+        The counters are read anyway from ``QUIET_JOBS`` on: they become the mark once the probe they came before is
+        applied. A skipped probe answers nothing (``caught_up`` and ``confirmed`` wait for a real one). ``diag``: the
+        controller check's answer in this poll, if it asked."""
+        if self.controller_check_seconds is None or self._last_complete_jobs < QUIET_JOBS:
+            self._quiet_seen = None
+            return False
+        diag = diag or await self._read_diag()
+        if self._need_resync or self._check_controller_now:
+            self._quiet_seen = None  # a restart (or a controller still starting): the next poll lists everything
+            return False
+        seen = (diag.req_time_start, *(getattr(diag, name) for name in JOB_COUNTERS))
+        self._quiet_seen = seen
+        return (
+            seen == self._quiet_mark
+            and not self._complete_wanted
+            and time.monotonic() - self._last_complete < QUIET_MAX_SECONDS
+        )
 
     async def _list_once(self, *, whole: bool = False) -> list[JobEvent]:
         """``GET jobs?update_time=`` (the full list when anything changed), diffed against the cache; ``whole``: the
@@ -536,6 +584,7 @@ class JobWatcher:
         self._last_full = now
         self._last_full_seconds = now - asked
         self._last_complete, self._complete_wanted = now, False
+        self._quiet_mark = None  # the next probe of every job is made, and marks the counters again
         if not self.state_probe:
             self._last_poll_seconds = now - asked
         # An announced job no poll has seen (cancelled at once) is forgotten after HINT_SECONDS.
@@ -547,6 +596,7 @@ class JobWatcher:
             self.answered_since = self.tracked_since = asked
             return []
         events = self._diff(page.jobs, now)
+        self._last_complete_jobs = len(page.jobs)
         if not self._synced_once:
             events = [dataclasses.replace(event, initial=True) for event in events]
         if self._restart_seen:
@@ -583,19 +633,25 @@ class JobWatcher:
         self._need_resync = resync_before  # the same controller: nothing more to reconcile than before
         return False
 
-    async def _check_controller(self) -> None:
-        """Read slurmctld's start time when due (or after a failed poll); a change is a restart."""
+    async def _check_controller(self) -> Diag | None:
+        """Read slurmctld's start time when due (or after a failed poll); a change is a restart. The answer, if
+        it asked."""
         if self.controller_check_seconds is None:
-            return
+            return None
         now = time.monotonic()
         if not self._check_controller_now and now - self._controller_checked < self.controller_check_seconds:
-            return
+            return None
+        return await self._read_diag()
+
+    async def _read_diag(self) -> Diag:
+        """``GET diag``: slurmctld's start time (a change is a restart) and its job counters."""
+        now = time.monotonic()
         diag = await self._counted(self._client.diag())
         self._controller_checked, self._check_controller_now = now, False
         started = diag.req_time_start
         if not started:
             self._check_controller_now = True  # a controller still starting answers 0 (measured): ask again
-            return
+            return diag
         if self._controller_started is not None and started != self._controller_started:
             logger.warning(
                 "slurmctld restarted (statistics since %s, before %s): reconciling every job",
@@ -606,6 +662,7 @@ class JobWatcher:
             self._restart_seen = True
             self._need_resync = True
         self._controller_started = started
+        return diag
 
     def _after_restart(self, events: list[JobEvent], jobs: list[JobInfo], asked: float, now: float) -> list[JobEvent]:
         """Mark what the restart lost, including jobs announced before the list was asked for and not in it (or
@@ -710,6 +767,7 @@ class JobWatcher:
         now = time.monotonic()
         if ids is None:
             self._last_complete, self._last_complete_seconds, self._complete_wanted = now, now - asked, False
+            self._last_complete_jobs = len(states)
         if ids is not None or not self._filtering():
             self._last_poll_seconds = now - asked  # a complete probe between filtered ones keeps its own spacing
         if await self._answered_late(asked, now):
@@ -745,6 +803,7 @@ class JobWatcher:
         self.tracked_since = asked
         if ids is None:
             self.answered_since = asked
+            self._quiet_mark = self._quiet_seen  # read before this probe was asked (None: not read)
         return delivered
 
     def _state_of(self, job_id: int) -> list[str] | None:

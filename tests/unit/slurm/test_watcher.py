@@ -867,3 +867,76 @@ async def test_other_users_running_or_waiting_jobs_are_probed_with_ours(monkeypa
     clock[0] += 1
     assert _kinds(await watcher.poll_once()) == [(F, theirs)], "seen ending by the next probe, not in 5 s"
     assert not watcher.running_nodes()
+
+
+async def test_with_many_jobs_a_probe_of_every_job_waits_for_slurmctlds_job_counters_to_move(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From ``QUIET_JOBS`` on, an idle cluster is not probed job by job at every interval: ``GET diag`` first, and
+    the probe only when a counter moved (a start, a submit) or ``QUIET_MAX_SECONDS`` passed (a cancel through
+    slurmrestd moves no counter on 26.05: seen then)."""
+    clock = [1000.0]
+    monkeypatch.setattr("slinky.clients.slurm.watcher.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("slinky.clients.slurm.watcher.QUIET_JOBS", 5)
+    fake = fake_cluster(nodes=1)
+    watcher = JobWatcher(
+        fake, state_probe=True, full_poll_seconds=3600, idle_full_poll_seconds=3600, controller_check_seconds=1.0
+    )
+    jobs = [await fake.submit_job(_job(f"j-{i}")) for i in range(6)]
+    await watcher.poll_once()  # the first poll: a full list
+    fake.calls.clear()
+    await watcher.poll_once()
+    assert fake.calls == ["diag", "job_states"], "the first probe marks the counters it came after"
+
+    def poll() -> Any:
+        clock[0] += 0.5
+        fake.calls.clear()
+        return watcher.poll_once()
+
+    assert await poll() == [] and fake.calls == ["diag"], "nothing moved: no probe"
+    assert watcher.requests["probe_skipped"] == 1
+    fake.tick()  # the first job starts on the only node
+    started = await poll()
+    assert _kinds(started) == [(C, jobs[0])] and started[0].job.is_running
+    assert fake.calls == ["diag", "job_states", "get_job"], "jobs_started moved: probed at once"
+    assert await poll() == [] and fake.calls == ["diag"]
+    new = await fake.submit_job(_job("new"))
+    assert _kinds(await poll()) == [(A, new)], "jobs_submitted moved"
+    await fake.cancel_job(jobs[1])
+    for _ in range(3):
+        assert await poll() == [] and fake.calls == ["diag"], "a cancel moves no counter"
+    cancelled = await poll()  # QUIET_MAX_SECONDS after the last probe: probed anyway
+    assert _kinds(cancelled) == [(F, jobs[1])]
+    assert fake.calls == ["diag", "job_states"]
+
+
+async def test_a_waiter_or_a_restart_is_never_answered_by_a_skipped_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``caught_up`` wants a probe of every job asked after it: the counters do not stand in for one. A restart
+    seen in ``diag`` (its counters start again) is reconciled with a full list, not skipped."""
+    clock = [1000.0]
+    monkeypatch.setattr("slinky.clients.slurm.watcher.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("slinky.clients.slurm.watcher.QUIET_JOBS", 5)
+    fake = fake_cluster(nodes=1)
+    watcher = JobWatcher(
+        fake, state_probe=True, full_poll_seconds=3600, idle_full_poll_seconds=3600, controller_check_seconds=1.0
+    )
+    jobs = [await fake.submit_job(_job(f"j-{i}")) for i in range(6)]
+    await watcher.poll_once()
+    await watcher.poll_once()
+    clock[0] += 0.5
+    fake.calls.clear()
+    assert await watcher.poll_once() == [] and fake.calls == ["diag"]
+    waiter = asyncio.ensure_future(watcher.caught_up(clock[0], timeout=5))
+    await asyncio.sleep(0)
+    clock[0] += 0.5
+    fake.calls.clear()
+    await watcher.poll_once()
+    assert fake.calls == ["diag", "job_states"], "a waiter: probed"
+    assert await waiter
+    fake.crash(keep_job_ids=set(jobs[:3]))
+    clock[0] += 0.5
+    fake.calls.clear()
+    events = await watcher.poll_once()
+    assert fake.calls == ["diag", "list_jobs"], "a restart: the full list at once"
+    assert watcher.controller_restarts == 1
+    assert sorted(e.job_id for e in events if e.type is VAN and e.controller_restart) == jobs[3:]
