@@ -147,7 +147,7 @@ slurmrestd busy: a fifth of a core each, measured."""
 QUIET_MAX_SECONDS = 2.0
 """A probe of every job at least this often however quiet the counters: changes no counter follows are seen within
 this. slurmctld 26.05 does not count a cancel through slurmrestd (6,000 cancelled jobs left ``jobs_canceled`` at 0,
-measured), nor a job held, released or requeued."""
+measured) nor an external job's ``TIMEOUT``, nor a job held, released or requeued: a job's end is seen within this."""
 
 SLOW_POLL_SECONDS = 1.0
 """A poll slower than this hints at a controller restart (slurmrestd retries a dead controller for 10 s)."""
