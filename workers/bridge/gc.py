@@ -51,6 +51,7 @@ from slinky.bridge.models.workload import JobRef, Phase, job_owner_from_comment,
 from slinky.clients.errors import KubeError, KubeNotFound, SlurmError
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.clients.slurm import JobInfo, SlurmApi
+from slinky.clients.temporal_rpc import WorkflowService
 from workers.bridge.signals import signal_lifecycle
 
 logger = logging.getLogger(__name__)
@@ -109,18 +110,22 @@ class GarbageCollector:
         start by a moment, so an id missing here is described before anything is done (``_workflow_running``).
         An empty set when the query fails: every workflow is then described, as before.
 
-        Also the job id (``SlinkySlurmJobId``) of each one that has a job (Pending, Binding, Running)."""
+        Also the job id (``SlinkySlurmJobId``) of each one that has a job (Pending, Binding, Running). Read from
+        the service's answer as JSON (``WorkflowService``): the SDK's client decoded every search attribute of
+        every row twice, typed and untyped, 1.8 s of the worker's CPU per pass at 10,000 (py-spy)."""
         running: set[str] = set()
         waiting: dict[str, int] = {}
+        service = WorkflowService(self.temporal.service_client, self.temporal.namespace)
         try:
-            async for wf in self.temporal.list_workflows(
-                "WorkflowType = 'WorkloadWorkflow' AND ExecutionStatus = 'Running'", page_size=1000
-            ):
-                running.add(wf.id)
-                attributes = wf.search_attributes or {}
-                phase, job = attributes.get("SlinkyPhase") or [], attributes.get("SlinkySlurmJobId") or []
-                if phase and str(phase[0]) in WAITING_PHASES and job and isinstance(job[0], int):
-                    waiting[wf.id] = job[0]
+            for row in await service.list("WorkflowType = 'WorkloadWorkflow' AND ExecutionStatus = 'Running'"):
+                running.add(row.id)
+                job = _first(row.search_attributes.get("SlinkySlurmJobId"))
+                if (
+                    row.attribute("SlinkyPhase") in WAITING_PHASES
+                    and isinstance(job, int)
+                    and not isinstance(job, bool)
+                ):
+                    waiting[row.id] = job
         except RPCError as err:
             logger.warning("listing running lifecycles failed (%s); describing each instead", err)
             return set(), {}
@@ -283,6 +288,13 @@ class GarbageCollector:
             telemetry.GC_PASS_SECONDS.observe(took)
             if self._next_wait >= self.interval_seconds:
                 self._next_wait = min(max(self.interval_seconds, PASS_SPACING * took), 10 * self.interval_seconds)
+
+
+def _first(value: Any) -> Any:
+    """A search attribute's value: a list's first (as older histories and the SDK write them), else itself."""
+    if isinstance(value, list):
+        return value[0] if value else None
+    return value
 
 
 def _lifecycle_of(pod: dict[str, Any]) -> str:

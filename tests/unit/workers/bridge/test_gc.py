@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from temporalio.api.common.v1 import Payload, SearchAttributes, WorkflowExecution
+from temporalio.api.workflow.v1 import WorkflowExecutionInfo
+from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest, ListWorkflowExecutionsResponse
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -71,6 +75,10 @@ async def test_a_long_pass_spaces_the_next_regular_one_but_not_the_confirming_on
     assert waits == [10.0, 150.0, 60.0, 600.0, 10.0], "soon; 5 x 30 s; 60 s after a short pass; at most 600 s"
 
 
+def _json_payload(value: Any) -> Payload:
+    return Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(value).encode())
+
+
 class _Temporal:
     """Visibility lists ``listed`` as running; describe answers from ``running`` and counts the calls."""
 
@@ -78,22 +86,50 @@ class _Temporal:
         self, listed: set[str], running: set[str], fail_listing: bool = False, jobs: dict[str, int] | None = None
     ) -> None:
         self.listed, self.running, self.fail_listing = listed, running, fail_listing
+        self.as_lists = False
+        """Search attributes as one-element lists (how the SDK's untyped API writes them) instead of plain values."""
+        self.pages = 0
         self.jobs = jobs or {}
         """Listed lifecycles in phase Pending with this SlinkySlurmJobId."""
         self.described: list[str] = []
         self.signalled: list[tuple[str, str]] = []
 
-    async def list_workflows(self, query: str, page_size: int = 1000) -> Any:
-        assert "ExecutionStatus = 'Running'" in query
-        if self.fail_listing:
-            raise RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b"")
-        for workflow_id in sorted(self.listed):
-            attributes = (
-                {"SlinkyPhase": ["Pending"], "SlinkySlurmJobId": [self.jobs[workflow_id]]}
-                if workflow_id in self.jobs
-                else {"SlinkyPhase": ["Submitting"]}
+    namespace = "default"
+
+    @property
+    def service_client(self) -> Any:
+        """The frontend's ``ListWorkflowExecutions``, answered with the service's own messages in pages of 1,000
+        (search attributes as the SDK writes them: JSON, a keyword as a plain string)."""
+        temporal = self
+
+        async def list_workflow_executions(req: ListWorkflowExecutionsRequest, retry: bool = False) -> Any:
+            assert "ExecutionStatus = 'Running'" in req.query
+            if temporal.fail_listing:
+                raise RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b"")
+            ids = sorted(temporal.listed)
+            start = int(req.next_page_token or b"0")
+            page = ids[start : start + req.page_size]
+            infos = []
+            for workflow_id in page:
+                attributes: dict[str, Any] = (
+                    {"SlinkyPhase": "Pending", "SlinkySlurmJobId": temporal.jobs[workflow_id]}
+                    if workflow_id in temporal.jobs
+                    else {"SlinkyPhase": "Submitting"}
+                )
+                fields = {k: _json_payload([v] if temporal.as_lists else v) for k, v in attributes.items()}
+                infos.append(
+                    WorkflowExecutionInfo(
+                        execution=WorkflowExecution(workflow_id=workflow_id, run_id="r"),
+                        search_attributes=SearchAttributes(indexed_fields=fields),
+                    )
+                )
+            temporal.pages += 1
+            more = start + req.page_size < len(ids)
+            return ListWorkflowExecutionsResponse(
+                executions=infos, next_page_token=str(start + req.page_size).encode() if more else b""
             )
-            yield type("Listed", (), {"id": workflow_id, "search_attributes": attributes})()
+
+        return SimpleNamespace(workflow_service=SimpleNamespace(list_workflow_executions=list_workflow_executions))
 
     def get_workflow_handle(self, workflow_id: str) -> Any:
         temporal = self
@@ -119,6 +155,18 @@ async def test_a_pass_lists_running_lifecycles_once_and_describes_only_the_other
     gc._running, _ = await gc._running_lifecycles()
     assert [await gc._workflow_running(w) for w in ("a", "b", "just-started", "closed")] == [True, True, True, False]
     assert temporal.described == ["just-started", "closed"]
+
+
+@pytest.mark.parametrize("as_lists", [False, True])
+async def test_the_listing_reads_every_page_and_the_job_ids_of_the_waiting_ones(as_lists: bool) -> None:
+    """2,500 running lifecycles in pages of 1,000, read from the service's JSON whatever form an attribute has."""
+    listed = {f"w-{i:04d}" for i in range(2_500)}
+    temporal = _Temporal(listed=listed, running=set(), jobs={f"w-{i:04d}": 100 + i for i in range(0, 2_500, 7)})
+    temporal.as_lists = as_lists
+    gc = GarbageCollector(None, None, temporal)  # type: ignore[arg-type]
+    running, waiting = await gc._running_lifecycles()
+    assert running == listed and temporal.pages == 3
+    assert waiting == temporal.jobs, "Pending with a job id; Submitting ones have none"
 
 
 async def test_without_the_listing_every_lifecycle_is_described() -> None:
