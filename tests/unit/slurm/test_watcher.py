@@ -869,12 +869,8 @@ async def test_other_users_running_or_waiting_jobs_are_probed_with_ours(monkeypa
     assert not watcher.running_nodes()
 
 
-async def test_with_many_jobs_a_probe_of_every_job_waits_for_slurmctlds_job_counters_to_move(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """From ``QUIET_JOBS`` on, an idle cluster is not probed job by job at every interval: ``GET diag`` first, and
-    the probe only when a counter moved (a start, a submit) or ``QUIET_MAX_SECONDS`` passed (a cancel through
-    slurmrestd moves no counter on 26.05: seen then)."""
+async def _quiet_cluster(monkeypatch: pytest.MonkeyPatch) -> tuple[list[float], Any, JobWatcher, list[int]]:
+    """A clock the test moves, one node, 6 pending jobs, and a watcher for which they are many (``QUIET_JOBS`` 5)."""
     clock = [1000.0]
     monkeypatch.setattr("slinky.clients.slurm.watcher.time.monotonic", lambda: clock[0])
     monkeypatch.setattr("slinky.clients.slurm.watcher.QUIET_JOBS", 5)
@@ -882,7 +878,16 @@ async def test_with_many_jobs_a_probe_of_every_job_waits_for_slurmctlds_job_coun
     watcher = JobWatcher(
         fake, state_probe=True, full_poll_seconds=3600, idle_full_poll_seconds=3600, controller_check_seconds=1.0
     )
-    jobs = [await fake.submit_job(_job(f"j-{i}")) for i in range(6)]
+    return clock, fake, watcher, [await fake.submit_job(_job(f"j-{i}")) for i in range(6)]
+
+
+async def test_with_many_jobs_a_probe_of_every_job_waits_for_slurmctlds_job_counters_to_move(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From ``QUIET_JOBS`` on, an idle cluster is not probed job by job at every interval: ``GET diag`` first, and
+    the probe only when a counter moved (a start, a submit) or ``QUIET_MAX_SECONDS`` passed (a cancel through
+    slurmrestd moves no counter on 26.05: seen then)."""
+    clock, fake, watcher, jobs = await _quiet_cluster(monkeypatch)
     await watcher.poll_once()  # the first poll: a full list
     fake.calls.clear()
     await watcher.poll_once()
@@ -913,14 +918,7 @@ async def test_with_many_jobs_a_probe_of_every_job_waits_for_slurmctlds_job_coun
 async def test_a_waiter_or_a_restart_is_never_answered_by_a_skipped_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     """``caught_up`` wants a probe of every job asked after it: the counters do not stand in for one. A restart
     seen in ``diag`` (its counters start again) is reconciled with a full list, not skipped."""
-    clock = [1000.0]
-    monkeypatch.setattr("slinky.clients.slurm.watcher.time.monotonic", lambda: clock[0])
-    monkeypatch.setattr("slinky.clients.slurm.watcher.QUIET_JOBS", 5)
-    fake = fake_cluster(nodes=1)
-    watcher = JobWatcher(
-        fake, state_probe=True, full_poll_seconds=3600, idle_full_poll_seconds=3600, controller_check_seconds=1.0
-    )
-    jobs = [await fake.submit_job(_job(f"j-{i}")) for i in range(6)]
+    clock, fake, watcher, jobs = await _quiet_cluster(monkeypatch)
     await watcher.poll_once()
     await watcher.poll_once()
     clock[0] += 0.5
