@@ -301,6 +301,8 @@ class JobWatcher:
         self._quiet_mark: tuple[int | None, ...] | None = None
         """slurmctld's job counters read before the last probe of every job was asked (``QUIET_JOBS``)."""
         self._quiet_seen: tuple[int | None, ...] | None = None
+        self._probe_wanted = False
+        """Someone waits in ``confirmed``: the next probe is made whatever the counters say."""
         self.tracked_since = -float("inf")
         """When the last poll whose answer covered every tracked job (and was delivered) was asked."""
         self.state_probe = state_probe
@@ -497,7 +499,10 @@ class JobWatcher:
                 # this began clears the flag.
                 self._check_controller_now = True
                 return False
-            return self.tracked_since >= since
+            if self.tracked_since >= since:
+                return True
+            self._probe_wanted = True  # a cancel moves no counter: the probe that answers it is not left out
+            return False
 
         return await self._wait_for(answered, timeout)
 
@@ -552,7 +557,7 @@ class JobWatcher:
         """Whether a probe of every job can be left out (``QUIET_JOBS``): slurmctld's job counters are the ones
         read before the last such probe, which is less than ``QUIET_MAX_SECONDS`` old, and nobody waits for one.
         The counters are read anyway from ``QUIET_JOBS`` on: they become the mark once the probe they came before is
-        applied. A skipped probe answers nothing (``caught_up`` and ``confirmed`` wait for a real one). ``diag``: the
+        applied. A skipped probe answers nothing; ``caught_up`` and ``confirmed`` ask for a real one. ``diag``: the
         controller check's answer in this poll, if it asked."""
         if self.controller_check_seconds is None or self._last_complete_jobs < QUIET_JOBS:
             self._quiet_seen = None
@@ -566,6 +571,7 @@ class JobWatcher:
         return (
             seen == self._quiet_mark
             and not self._complete_wanted
+            and not self._probe_wanted
             and time.monotonic() - self._last_complete < QUIET_MAX_SECONDS
         )
 
@@ -801,6 +807,7 @@ class JobWatcher:
         delivered = await self._deliver(events)
         # Only now: the new jobs it read are in the subscribers' views.
         self.tracked_since = asked
+        self._probe_wanted = False
         if ids is None:
             self.answered_since = asked
             self._quiet_mark = self._quiet_seen  # read before this probe was asked (None: not read)

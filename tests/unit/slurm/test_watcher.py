@@ -916,8 +916,8 @@ async def test_with_many_jobs_a_probe_of_every_job_waits_for_slurmctlds_job_coun
 
 
 async def test_a_waiter_or_a_restart_is_never_answered_by_a_skipped_probe(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``caught_up`` wants a probe of every job asked after it: the counters do not stand in for one. A restart
-    seen in ``diag`` (its counters start again) is reconciled with a full list, not skipped."""
+    """``caught_up`` and ``confirmed`` want a probe asked after them: the counters do not stand in for one. A
+    restart seen in ``diag`` (its counters start again) is reconciled with a full list, not skipped."""
     clock, fake, watcher, jobs = await _quiet_cluster(monkeypatch)
     await watcher.poll_once()
     await watcher.poll_once()
@@ -931,6 +931,18 @@ async def test_a_waiter_or_a_restart_is_never_answered_by_a_skipped_probe(monkey
     await watcher.poll_once()
     assert fake.calls == ["diag", "job_states"], "a waiter: probed"
     assert await waiter
+    # A cancel's owner check waits in ``confirmed``; the cancel moved no counter, and the probe is made all the same.
+    await fake.cancel_job(jobs[4])
+    clock[0] += 0.5
+    fake.calls.clear()
+    assert await watcher.poll_once() == [] and fake.calls == ["diag"]
+    confirming = asyncio.ensure_future(watcher.confirmed(clock[0], timeout=5))
+    await asyncio.sleep(0)
+    clock[0] += 0.5
+    fake.calls.clear()
+    assert _kinds(await watcher.poll_once()) == [(F, jobs[4])]
+    assert fake.calls == ["diag", "job_states"], "a confirmation waits: probed"
+    assert await confirming
     fake.crash(keep_job_ids=set(jobs[:3]))
     clock[0] += 0.5
     fake.calls.clear()
