@@ -34,6 +34,12 @@ class SlurmSettings(BaseModel):
     watch_fast_window_seconds: float = Field(
         3.0, description="How long after its submit a pending job keeps the fast poll interval, seconds."
     )
+    watch_quiet_jobs: int = Field(
+        2000,
+        ge=1,
+        description="From this many jobs in Slurm, the job watcher probes every job's state only when slurmctld's job "
+        "counters (GET diag) moved, or every 2 s (docs/slurm-client.md, 'A quiet cluster with many jobs').",
+    )
     immediate_allocation: bool = Field(
         True,
         description=(

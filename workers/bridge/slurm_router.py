@@ -26,6 +26,7 @@ from slinky import telemetry, wellknown
 from slinky.bridge.models.workload import JobEvent, JobRef, owns_job, workflow_id_from_job_comment
 from slinky.clients.slurm import JobEvent as WatchEvent
 from slinky.clients.slurm import JobEventType, JobInfo, JobWatcher, SlurmApi
+from slinky.clients.slurm.watcher import QUIET_JOBS
 from workers.bridge.signals import signal_lifecycle
 
 logger = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class SlurmJobRouter:
         fast_window_seconds: float = 3.0,
         controller_check_seconds: float | None = 1.0,
         request_gc: Callable[[], None] | None = None,
+        quiet_jobs: int = QUIET_JOBS,
     ) -> None:
         # State-probe mode: a cheap `jobs/state` poll per interval, a job read only when it starts running,
         # and the full list every 2 s for pending reasons; polled faster for a few seconds after each submit,
@@ -97,6 +99,7 @@ class SlurmJobRouter:
             fast_interval_seconds=fast_interval_seconds,
             fast_window_seconds=fast_window_seconds,
             controller_check_seconds=controller_check_seconds,
+            quiet_jobs=quiet_jobs,
         )
         self.temporal = temporal
         self.request_gc = request_gc

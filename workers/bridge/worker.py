@@ -126,6 +126,7 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
             interval_seconds=settings.slurm.watch_interval_seconds,
             fast_interval_seconds=settings.slurm.watch_fast_interval_seconds,
             fast_window_seconds=settings.slurm.watch_fast_window_seconds,
+            quiet_jobs=settings.slurm.watch_quiet_jobs,
         )
         pods = PodWatcher(
             kube,

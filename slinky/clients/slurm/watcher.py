@@ -139,10 +139,11 @@ watcher 2.3 ms (the HTTP request); the list costs 0.6 ms and 0.06 ms per job lis
 about a fifth, and 2,000 other users' jobs submitted at once no longer make 2,000 reads (7 s of CPU)."""
 
 QUIET_JOBS = 2000
-"""From this many jobs on (the last probe of every job), a probe of every job is made only when slurmctld's job
-counters moved (``GET diag``: submitted, started, completed, cancelled, failed) or ``QUIET_MAX_SECONDS`` passed. With
-10,000 pending jobs and nothing happening, the probes (1.5 a second, 0.8 MB each) kept the worker's event loop and
-slurmrestd busy: a fifth of a core each, measured."""
+"""The default of ``quiet_jobs`` (the bridge's ``SLINKY_SLURM__WATCH_QUIET_JOBS``): from this many jobs on (the last
+probe of every job), a probe of every job is made only when slurmctld's job counters moved (``GET diag``: submitted,
+started, completed, cancelled, failed) or ``QUIET_MAX_SECONDS`` passed. With 10,000 pending jobs and nothing
+happening, the probes (1.5 a second, 0.8 MB each) kept the worker's event loop and slurmrestd busy: a fifth of a core
+each, measured."""
 
 QUIET_MAX_SECONDS = 2.0
 """A probe of every job at least this often however quiet the counters: changes no counter follows are seen within
@@ -265,9 +266,12 @@ class JobWatcher:
         fast_interval_seconds: float | None = None,
         fast_window_seconds: float = 3.0,
         controller_check_seconds: float | None = None,
+        quiet_jobs: int = QUIET_JOBS,
     ) -> None:
         self._client = client
         self.controller_check_seconds = controller_check_seconds
+        self.quiet_jobs = quiet_jobs
+        """From this many jobs, probes of every job wait for slurmctld's job counters (``QUIET_JOBS``)."""
         self._controller_started: int | None = None
         self._controller_checked = -float("inf")
         self._check_controller_now = False
@@ -554,12 +558,12 @@ class JobWatcher:
         return await self._list_once()
 
     async def _quiet(self, diag: Diag | None) -> bool:
-        """Whether a probe of every job can be left out (``QUIET_JOBS``): slurmctld's job counters are the ones
+        """Whether a probe of every job can be left out (``quiet_jobs``): slurmctld's job counters are the ones
         read before the last such probe, which is less than ``QUIET_MAX_SECONDS`` old, and nobody waits for one.
-        The counters are read anyway from ``QUIET_JOBS`` on: they become the mark once the probe they came before is
+        The counters are read anyway from ``quiet_jobs`` on: they become the mark once the probe they came before is
         applied. A skipped probe answers nothing; ``caught_up`` and ``confirmed`` ask for a real one. ``diag``: the
         controller check's answer in this poll, if it asked."""
-        if self.controller_check_seconds is None or self._last_complete_jobs < QUIET_JOBS:
+        if self.controller_check_seconds is None or self._last_complete_jobs < self.quiet_jobs:
             self._quiet_seen = None
             return False
         diag = diag or await self._read_diag()

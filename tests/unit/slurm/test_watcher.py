@@ -870,13 +870,17 @@ async def test_other_users_running_or_waiting_jobs_are_probed_with_ours(monkeypa
 
 
 async def _quiet_cluster(monkeypatch: pytest.MonkeyPatch) -> tuple[list[float], Any, JobWatcher, list[int]]:
-    """A clock the test moves, one node, 6 pending jobs, and a watcher for which they are many (``QUIET_JOBS`` 5)."""
+    """A clock the test moves, one node, 6 pending jobs, and a watcher for which they are many (``quiet_jobs`` 5)."""
     clock = [1000.0]
     monkeypatch.setattr("slinky.clients.slurm.watcher.time.monotonic", lambda: clock[0])
-    monkeypatch.setattr("slinky.clients.slurm.watcher.QUIET_JOBS", 5)
     fake = fake_cluster(nodes=1)
     watcher = JobWatcher(
-        fake, state_probe=True, full_poll_seconds=3600, idle_full_poll_seconds=3600, controller_check_seconds=1.0
+        fake,
+        state_probe=True,
+        full_poll_seconds=3600,
+        idle_full_poll_seconds=3600,
+        controller_check_seconds=1.0,
+        quiet_jobs=5,
     )
     return clock, fake, watcher, [await fake.submit_job(_job(f"j-{i}")) for i in range(6)]
 
