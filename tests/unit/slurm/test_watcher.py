@@ -885,6 +885,13 @@ async def _quiet_cluster(monkeypatch: pytest.MonkeyPatch) -> tuple[list[float], 
     return clock, fake, watcher, [await fake.submit_job(_job(f"j-{i}")) for i in range(6)]
 
 
+async def _poll_later(clock: list[float], fake: Any, watcher: JobWatcher) -> list[JobEvent]:
+    """Half a second on, one poll, with only its own calls in ``fake.calls``."""
+    clock[0] += 0.5
+    fake.calls.clear()
+    return await watcher.poll_once()
+
+
 async def test_with_many_jobs_a_probe_of_every_job_waits_for_slurmctlds_job_counters_to_move(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -898,9 +905,7 @@ async def test_with_many_jobs_a_probe_of_every_job_waits_for_slurmctlds_job_coun
     assert fake.calls == ["diag", "job_states"], "the first probe marks the counters it came after"
 
     def poll() -> Any:
-        clock[0] += 0.5
-        fake.calls.clear()
-        return watcher.poll_once()
+        return _poll_later(clock, fake, watcher)
 
     assert await poll() == [] and fake.calls == ["diag"], "nothing moved: no probe"
     assert watcher.requests["probe_skipped"] == 1
@@ -925,32 +930,22 @@ async def test_a_waiter_or_a_restart_is_never_answered_by_a_skipped_probe(monkey
     clock, fake, watcher, jobs = await _quiet_cluster(monkeypatch)
     await watcher.poll_once()
     await watcher.poll_once()
-    clock[0] += 0.5
-    fake.calls.clear()
-    assert await watcher.poll_once() == [] and fake.calls == ["diag"]
+    assert await _poll_later(clock, fake, watcher) == [] and fake.calls == ["diag"]
     waiter = asyncio.ensure_future(watcher.caught_up(clock[0], timeout=5))
     await asyncio.sleep(0)
-    clock[0] += 0.5
-    fake.calls.clear()
-    await watcher.poll_once()
+    await _poll_later(clock, fake, watcher)
     assert fake.calls == ["diag", "job_states"], "a waiter: probed"
     assert await waiter
     # A cancel's owner check waits in ``confirmed``; the cancel moved no counter, and the probe is made all the same.
     await fake.cancel_job(jobs[4])
-    clock[0] += 0.5
-    fake.calls.clear()
-    assert await watcher.poll_once() == [] and fake.calls == ["diag"]
+    assert await _poll_later(clock, fake, watcher) == [] and fake.calls == ["diag"]
     confirming = asyncio.ensure_future(watcher.confirmed(clock[0], timeout=5))
     await asyncio.sleep(0)
-    clock[0] += 0.5
-    fake.calls.clear()
-    assert _kinds(await watcher.poll_once()) == [(F, jobs[4])]
+    assert _kinds(await _poll_later(clock, fake, watcher)) == [(F, jobs[4])]
     assert fake.calls == ["diag", "job_states"], "a confirmation waits: probed"
     assert await confirming
     fake.crash(keep_job_ids=set(jobs[:3]))
-    clock[0] += 0.5
-    fake.calls.clear()
-    events = await watcher.poll_once()
+    events = await _poll_later(clock, fake, watcher)
     assert fake.calls == ["diag", "list_jobs"], "a restart: the full list at once"
     assert watcher.controller_restarts == 1
     assert sorted(e.job_id for e in events if e.type is VAN and e.controller_restart) == jobs[3:]
