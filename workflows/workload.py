@@ -185,8 +185,8 @@ class WorkloadWorkflow:
         self.recheck_requested = False
         self.dirty = False
         self._recheck_timer: asyncio.Task[None] | None = None
-        self.recheck_seconds: float | None = None
-        """The safety re-check interval the last re-check was given (the pod watcher's budget); None: the input's."""
+        self.recheck_seconds = 0.0
+        """The safety re-check interval: the input's, then what each re-check was given (the pod watcher's budget)."""
         self.rechecks_at_start = 0
         self.reported: tuple[str, str] | None = None
         self.fix_retry = 0.0
@@ -341,7 +341,7 @@ class WorkloadWorkflow:
     async def _wait(self, limit: timedelta | None = None) -> None:
         """Wait for a signal or ``limit``; re-check Slurm and the pods every ``safety_recheck_seconds`` meanwhile."""
         assert self.inp is not None
-        period = timedelta(seconds=self._recheck_period())
+        period = timedelta(seconds=self.recheck_seconds)
         if workflow.patched(PATCH_ONE_RECHECK_TIMER):
             self._arm_recheck_timer()
             if limit is None or limit >= period:
@@ -370,13 +370,9 @@ class WorkloadWorkflow:
 
     async def _recheck_after(self) -> None:
         assert self.inp is not None
-        await workflow.sleep(self._recheck_period())
+        await workflow.sleep(self.recheck_seconds)
         self.recheck_requested = True
         self.dirty = True
-
-    def _recheck_period(self) -> float:
-        assert self.inp is not None
-        return self.recheck_seconds if self.recheck_seconds is not None else self.inp.safety_recheck_seconds
 
     async def _recheck(self) -> None:
         self.rechecks += 1
@@ -418,6 +414,7 @@ class WorkloadWorkflow:
     @workflow.run
     async def run(self, inp: WorkloadInput) -> str:
         self.inp = inp
+        self.recheck_seconds = inp.safety_recheck_seconds
         self.members.setdefault(inp.pod.uid, Member(inp.pod))
         dirty = self.dirty
         # Histories recorded before this fix dropped the other members' first-task events: unpatched there.
@@ -522,7 +519,7 @@ class WorkloadWorkflow:
         # (Job, JobSet, PodGroup, LWS), nodes, partitions. So retry on a backoff from FIX_RETRY_FIRST up to
         # the safety re-check interval.
         assert self.inp is not None
-        self.fix_retry = min(self.fix_retry * 2, self._recheck_period()) if self.fix_retry else FIX_RETRY_FIRST
+        self.fix_retry = min(self.fix_retry * 2, self.recheck_seconds) if self.fix_retry else FIX_RETRY_FIRST
         deadline = workflow.now() + timedelta(seconds=self.fix_retry)
         while not self._any_changed() and self._live():
             remaining = deadline - workflow.now()
@@ -825,7 +822,7 @@ class WorkloadWorkflow:
             submission=self.submission,
             readopt_waiting=self.readopt_waiting,
         )
-        update: dict[str, object] = {"resume": state, "safety_recheck_seconds": self._recheck_period()}
+        update: dict[str, object] = {"resume": state, "safety_recheck_seconds": self.recheck_seconds}
         workflow.continue_as_new(self.inp.model_copy(update=update))
 
     async def _end_by_member(self, broken: list[Member]) -> str:
