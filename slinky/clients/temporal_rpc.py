@@ -80,11 +80,16 @@ class WorkflowRow:
     status: str
     search_attributes: Mapping[str, Any] = field(default_factory=dict)
 
-    def attribute(self, name: str) -> str:
-        """A search attribute as text: the first value of a list, ``""`` when unset."""
+    def value(self, name: str) -> Any:
+        """A search attribute's value: the first of a list (as the SDK's untyped API writes them), None when unset."""
         value = self.search_attributes.get(name)
         if isinstance(value, list):
-            value = value[0] if value else None
+            return value[0] if value else None
+        return value
+
+    def attribute(self, name: str) -> str:
+        """A search attribute as text, ``""`` when unset."""
+        value = self.value(name)
         return "" if value is None else str(value)
 
     @classmethod

@@ -119,12 +119,8 @@ class GarbageCollector:
         try:
             for row in await service.list("WorkflowType = 'WorkloadWorkflow' AND ExecutionStatus = 'Running'"):
                 running.add(row.id)
-                job = _first(row.search_attributes.get("SlinkySlurmJobId"))
-                if (
-                    row.attribute("SlinkyPhase") in WAITING_PHASES
-                    and isinstance(job, int)
-                    and not isinstance(job, bool)
-                ):
+                job = row.value("SlinkySlurmJobId")
+                if row.attribute("SlinkyPhase") in WAITING_PHASES and isinstance(job, int):
                     waiting[row.id] = job
         except RPCError as err:
             logger.warning("listing running lifecycles failed (%s); describing each instead", err)
@@ -288,13 +284,6 @@ class GarbageCollector:
             telemetry.GC_PASS_SECONDS.observe(took)
             if self._next_wait >= self.interval_seconds:
                 self._next_wait = min(max(self.interval_seconds, PASS_SPACING * took), 10 * self.interval_seconds)
-
-
-def _first(value: Any) -> Any:
-    """A search attribute's value: a list's first (as older histories and the SDK write them), else itself."""
-    if isinstance(value, list):
-        return value[0] if value else None
-    return value
 
 
 def _lifecycle_of(pod: dict[str, Any]) -> str:
