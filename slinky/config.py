@@ -47,6 +47,13 @@ class SlurmSettings(BaseModel):
             "refused attempt leaves a FAILED job record (docs/bridge.md, 'Immediate allocation')."
         ),
     )
+    clear_phantom_allocations: bool = Field(
+        True,
+        description=(
+            "Clear an external node Slurm holds as allocated with no job on it (DOWN, then RESUME) once the bridge "
+            "confirmed it for 30 s; false: only count it busy and report it (docs/bridge.md, 'Phantom allocations')."
+        ),
+    )
 
 
 class KubeSettings(BaseModel):

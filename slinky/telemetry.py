@@ -96,6 +96,13 @@ EVENTS_DROPPED = Counter(
     "Kubernetes Events not recorded because the background event queue was full.",
     registry=REGISTRY,
 )
+PHANTOM_ALLOCATIONS = Counter(
+    "slinky_bridge_phantom_allocations_total",
+    "External nodes Slurm held as allocated with no job on them (docs/bridge.md, 'Phantom allocations'). outcome:"
+    " found (confirmed, counted busy), cleared (DOWN then RESUME by the bridge).",
+    ["outcome"],
+    registry=REGISTRY,
+)
 FOREIGN_JOB_SPARED = Counter(
     "slinky_bridge_foreign_jobs_spared_total",
     "Cancels not sent because the job id, reused after a slurmctld crash, now names another workload's job.",

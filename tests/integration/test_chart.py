@@ -159,12 +159,16 @@ def test_checksum_follows_the_config() -> None:
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_immediate_allocation_reaches_the_worker_settings(enabled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    config = by_kind(render({"slurm": {"immediateAllocation": enabled}}))[("ConfigMap", "slinky-bridge")]["data"]
+def test_immediate_allocation_and_phantom_clearing_reach_the_worker_settings(
+    enabled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    values = {"slurm": {"immediateAllocation": enabled, "clearPhantomAllocations": not enabled}}
+    config = by_kind(render(values))[("ConfigMap", "slinky-bridge")]["data"]
     for key, value in config.items():
         if key.startswith("SLINKY_SLURM__"):
             monkeypatch.setenv(key, value)
     assert Settings().slurm.immediate_allocation is enabled
+    assert Settings().slurm.clear_phantom_allocations is not enabled
 
 
 def test_leader_election_is_on_by_default_with_a_namespaced_lease_role(monkeypatch: pytest.MonkeyPatch) -> None:

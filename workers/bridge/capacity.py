@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Final, Protocol
 
 from slinky.clients.slurm import JobWatcher, Node
@@ -51,9 +52,13 @@ class SlurmNodes(Protocol):
 class FreeNodes:
     """Implements ``activities.slurm.Capacity``."""
 
-    def __init__(self, watcher: JobWatcher, nodes: SlurmNodes) -> None:
+    def __init__(
+        self, watcher: JobWatcher, nodes: SlurmNodes, held: Callable[[], AbstractSet[str]] = frozenset
+    ) -> None:
         self.watcher = watcher
         self.nodes = nodes
+        self.held = held
+        """Nodes Slurm holds with no job on them (``workers.bridge.phantom_nodes``): busy, though no job runs there."""
         self._in_flight = 0
         """Nodes asked for by allocations under way in this worker (not yet known to the watcher)."""
         self._queueing = 0
@@ -73,7 +78,7 @@ class FreeNodes:
         nodes = self.nodes.slurm_nodes()
         if nodes is None:
             return True  # no node view yet: let Slurm decide
-        busy = self.watcher.running_nodes()
+        busy = self.watcher.running_nodes() | self.held()
         free = sum(
             1
             for node in nodes.values()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -32,6 +33,9 @@ class NodeCache:
         self._slurm_nodes: dict[str, Node] | None = None
         self._by_slurm_name: dict[str, str] = {}
         self._slurm_list = NodeList(slurm)
+        self.slurm_read_at = -float("inf")
+        """When the read that ``slurm_nodes`` answers from (or a later one that found no change) was asked
+        (``time.monotonic``)."""
         self.synced = asyncio.Event()
 
     def kube_nodes(self) -> Sequence[Mapping[str, Any]]:
@@ -43,6 +47,10 @@ class NodeCache:
     def slurm_nodes(self) -> Mapping[str, Node] | None:
         """Slurm's nodes as of the last refresh (partitions, drain and down flags), or None before it."""
         return self._slurm_nodes
+
+    def kube_node(self, name: str) -> Mapping[str, Any] | None:
+        """The Kubernetes node of this name as last seen, or None."""
+        return self._nodes.get(name)
 
     def kube_node_for(self, slurm_node: str) -> str | None:
         """The Kubernetes node of a Slurm node: by the slurm-nodename label, else by the same name."""
@@ -82,9 +90,11 @@ class NodeCache:
         node every minute): with 1,000 idle nodes the answer is a 304."""
         while True:
             try:
+                asked = time.monotonic()
                 nodes, changed = await self._slurm_list.read()
                 if changed:
                     self._slurm_nodes = {n.name: n for n in nodes}
+                self.slurm_read_at = asked
             except SlurmError as err:
                 logger.warning("slurm node refresh failed: %s", type(err).__name__)
             await asyncio.sleep(self.slurm_refresh_seconds)

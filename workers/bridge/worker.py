@@ -39,6 +39,7 @@ from workers.bridge.capacity import FreeNodes
 from workers.bridge.gc import GarbageCollector
 from workers.bridge.node_cache import NodeCache
 from workers.bridge.node_sync import NodeSyncer
+from workers.bridge.phantom_nodes import PhantomNodes
 from workers.bridge.pod_watcher import PodWatcher
 from workers.bridge.slurm_router import SlurmJobRouter
 from workers.bridge.submit_relay import SubmitRelayClient
@@ -151,13 +152,17 @@ async def run_bridge(settings: Settings, stop: asyncio.Event, health: Health) ->
         gc.job_view = router.jobs_seen_within
         kube_acts.pods = pods
         slurm_acts.index = router
-        slurm_acts.capacity = FreeNodes(router.watcher, nodes) if settings.slurm.immediate_allocation else None
+        phantoms = PhantomNodes(slurm, router.watcher, nodes, events, clear=settings.slurm.clear_phantom_allocations)
+        slurm_acts.capacity = (
+            FreeNodes(router.watcher, nodes, phantoms.held) if settings.slurm.immediate_allocation else None
+        )
         slurm_acts.relay = None
         tasks = [
             asyncio.create_task(router.run(), name="slurm-router"),
             asyncio.create_task(gc.run(), name="gc"),
             asyncio.create_task(NodeSyncer.from_settings(kube, slurm, settings).run(), name="node-sync"),
             asyncio.create_task(pods.run(), name="pod-watcher"),
+            asyncio.create_task(phantoms.run(), name="phantom-nodes"),
         ]
         server = None
         if relay is not None:

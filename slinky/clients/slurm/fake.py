@@ -87,6 +87,8 @@ class _FakeNode:
     comment: str = ""
     extra: str = ""
     job_id: int | None = None
+    stranded: bool = False
+    """ALLOCATED with no job and nothing allocated (:meth:`FakeSlurmClient.strand_allocation`)."""
 
 
 @dataclass
@@ -167,6 +169,13 @@ class FakeSlurmClient:
             self.add_partition(part)
             self._partitions[part].append(name)
         self._nodes[name] = _FakeNode(name, cpus, real_memory, feats, parts, address or name)
+
+    def strand_allocation(self, name: str) -> None:
+        """Leave an idle node ALLOCATED with no job on it and ``alloc_cpus`` 0, as slurmctld 26.05 did after four
+        crashes within a minute (docs/bridge.md, 'Phantom allocations'): no job is placed there until ``DOWN``."""
+        node = self._nodes[name]
+        assert node.job_id is None, f"{name} holds job {node.job_id}"
+        node.stranded = True
 
     def fail_next(self, method: str, error: BaseException, times: int = 1) -> None:
         """Make the next ``times`` calls of ``method`` (e.g. "submit_job") raise ``error``."""
@@ -281,7 +290,16 @@ class FakeSlurmClient:
         return map_error(method, f"/slurm/{self.api_version}/{path}", status, [entry])
 
     def _node_free(self, node: _FakeNode) -> bool:
-        return node.job_id is None and "DRAIN" not in node.flags and not node.down
+        return node.job_id is None and not node.stranded and "DRAIN" not in node.flags and not node.down
+
+    def _node_failed(self, node: _FakeNode) -> None:
+        """``DOWN`` kills the job on the node, as slurmctld 26.05 does: NODE_FAIL, reason NodeDown, and no job counter
+        moves (measured)."""
+        job = self._jobs.get(node.job_id) if node.job_id is not None else None
+        if job is not None and job.state == "RUNNING":
+            job.state, job.reason, job.end_time = "NODE_FAIL", "NodeDown", int(time.time())
+            self._release(job)
+            self._touch()
 
     def _release(self, job: _FakeJob) -> None:
         for name in job.nodes:
@@ -343,7 +361,7 @@ class FakeSlurmClient:
         return JobInfo.model_validate(raw)
 
     def _node_info(self, node: _FakeNode) -> Node:
-        base = "DOWN" if node.down else ("ALLOCATED" if node.job_id is not None else "IDLE")
+        base = "DOWN" if node.down else ("ALLOCATED" if node.job_id is not None or node.stranded else "IDLE")
         order = ["EXTERNAL", "DRAIN", "DYNAMIC_NORM"]
         state = [base, *[flag for flag in order if flag in node.flags]]
         return Node.model_validate(
@@ -627,12 +645,18 @@ class FakeSlurmClient:
         for state in update.state or []:
             if state == "DRAIN":
                 node.flags.add("DRAIN")
+            elif state == "RESUME" and not node.down and "DRAIN" not in node.flags:
+                raise self._error(
+                    "POST", f"node/{name}", 422, 2180, "Invalid node state transition",
+                    f"Failure to update node {name}", "_update_node",
+                )  # fmt: skip  # 26.05 refuses to resume a node that is neither down nor draining (measured)
             elif state in ("RESUME", "UNDRAIN"):
                 node.flags.discard("DRAIN")
                 node.down = False
                 node.reason = ""
             elif state == "DOWN":
-                node.down = True
+                node.down, node.stranded = True, False
+                self._node_failed(node)
             else:
                 raise self._error(
                     "POST", f"node/{name}", 422, 2180, "Invalid node state transition",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slinky.clients.errors import SlurmRejected
-from slinky.clients.slurm.models import JobDescMsg
+from slinky.clients.slurm.models import JobDescMsg, NodeUpdate
 from tests.unit.slurm.helpers import fake_cluster, sample
 
 RECORDED = sample("allocate_immediate.json")
@@ -65,3 +65,25 @@ async def test_an_older_pending_job_is_refused_2013_for_priority_even_with_free_
         await fake.allocate_job(_job("behind"))
     _matches_recording(caught.value, "insufficient_priority")
     assert [j.state for j in (await fake.list_jobs()).jobs] == ["PENDING", "FAILED"]
+
+
+async def test_a_stranded_node_refuses_allocations_until_down_and_resume_and_down_kills_its_job() -> None:
+    """As 26.05 did: a node left ALLOCATED with no job (alloc_cpus 0) refuses with 2016; ``DOWN`` of a node with a
+    running job ends it NODE_FAIL (reason NodeDown), and no job counter moves (all measured on the dev stack)."""
+    fake = fake_cluster(nodes=2)
+    fake.strand_allocation("n-1")
+    node = await fake.get_node("n-1")
+    assert (node.state[0], node.alloc_cpus) == ("ALLOCATED", 0)
+    job_id = await fake.allocate_job(_job("elsewhere"))
+    assert (await fake.get_job(job_id)).nodes == "n-2"
+    with pytest.raises(SlurmRejected) as caught:
+        await fake.allocate_job(_job("refused"))
+    _matches_recording(caught.value, "nodes_busy")
+    counters = dict(fake.counters)
+    await fake.update_node("n-2", NodeUpdate(state=["DOWN"], reason="test"))
+    job = await fake.get_job(job_id)
+    assert (job.job_state, job.state_reason) == (["NODE_FAIL"], "NodeDown") and fake.counters == counters
+    await fake.update_node("n-1", NodeUpdate(state=["DOWN"], reason="test"))
+    await fake.update_node("n-1", NodeUpdate(state=["RESUME"]))
+    assert (await fake.get_node("n-1")).state[0] == "IDLE"
+    assert (await fake.get_job(await fake.allocate_job(_job("after")))).is_running
