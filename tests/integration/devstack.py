@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from slinky.dev import stack as dev_stack
 from tests.integration.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,6 +35,11 @@ def slinky(*args: str, timeout: float = 120, env: dict[str, str] | None = None) 
         f"slinky {' '.join(args)} exited {out.returncode}:\n{out.stdout[-2000:]}{out.stderr[-2000:]}"
     )
     return out.stdout + out.stderr
+
+
+def scontrol(*argv: str) -> None:
+    """``scontrol ARGS`` in the dev stack's Slurm root; fails unless it exits 0."""
+    subprocess.run(dev_stack._chroot("/usr/bin/scontrol", *argv), check=True, capture_output=True, text=True)
 
 
 def worker_pid() -> int:

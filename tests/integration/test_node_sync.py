@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -29,7 +28,7 @@ from slinky.clients.kube import KubeClient
 from slinky.clients.slurm import JobDescMsg, SlurmClient
 from slinky.clients.slurm import Node as SlurmNode
 from slinky.config import SlurmSettings
-from slinky.dev import stack as dev_stack
+from tests.integration.devstack import scontrol
 from tests.integration.waiting import eventually_async as eventually
 from workers.bridge.node_sync import NodeSyncer
 
@@ -43,10 +42,6 @@ SCHED = wellknown.SCHEDULER_NAME
 
 def private_feature(node: str) -> str:
     return node.replace("ext-node-", "nodesync-")
-
-
-def scontrol(*argv: str) -> None:
-    subprocess.run(dev_stack._chroot("/usr/bin/scontrol", *argv), check=True, capture_output=True, text=True)
 
 
 class Stack:

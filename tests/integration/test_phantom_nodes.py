@@ -21,7 +21,7 @@ from slinky.bridge.phantoms import down_reason
 from slinky.clients.events import EventRecorder
 from slinky.clients.slurm import JobDescMsg, JobWatcher, Node, NodeUpdate, SlurmClient
 from slinky.config import SlurmSettings
-from tests.integration.test_node_sync import scontrol
+from tests.integration.devstack import scontrol
 from tests.integration.waiting import eventually_async as eventually
 from workers.bridge.phantom_nodes import PhantomNodes
 
