@@ -10,42 +10,22 @@ private partition naming only that node.
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, cast
+from collections.abc import AsyncIterator
+from typing import cast
 
 import pytest
 
 from slinky.bridge.phantoms import down_reason
 from slinky.clients.events import EventRecorder
-from slinky.clients.slurm import JobDescMsg, JobWatcher, Node, NodeUpdate, SlurmClient
+from slinky.clients.slurm import JobDescMsg, JobWatcher, NodeUpdate, SlurmClient
 from slinky.config import SlurmSettings
 from tests.integration.devstack import scontrol
 from tests.integration.waiting import eventually_async as eventually
+from tests.unit.slurm.helpers import NodeSnapshot
 from workers.bridge.phantom_nodes import PhantomNodes
 
 pytestmark = pytest.mark.integration
-
-
-class Nodes:
-    def __init__(self, slurm: SlurmClient) -> None:
-        self.slurm = slurm
-        self.nodes: dict[str, Node] | None = None
-        self.slurm_read_at = -float("inf")
-
-    async def refresh(self) -> None:
-        self.slurm_read_at = time.monotonic()
-        self.nodes = {n.name: n for n in await self.slurm.list_nodes()}
-
-    def slurm_nodes(self) -> Mapping[str, Node] | None:
-        return self.nodes
-
-    def kube_node_for(self, slurm_node: str) -> str | None:
-        return None
-
-    def kube_node(self, name: str) -> Mapping[str, Any] | None:
-        return None
 
 
 class Blind:
@@ -115,7 +95,7 @@ async def test_a_node_with_a_real_job_is_counted_busy_but_never_sent_down(slurm:
         return (await slurm.get_job(job_id)).is_running
 
     await eventually(running, what="the job on the node running")
-    view, clock = Nodes(slurm), Clock()
+    view, clock = NodeSnapshot(slurm), Clock()
     seeing = JobWatcher(slurm)
     sees = PhantomNodes(slurm, seeing, view, None, clock=clock)
     blind = PhantomNodes(slurm, cast(JobWatcher, Blind()), view, cast(EventRecorder, None), clock=clock)
@@ -141,7 +121,7 @@ async def test_a_clearing_cut_after_its_down_is_finished_with_the_drain_it_had(s
     await slurm.update_node(node, NodeUpdate(state=["DOWN"], reason=reason))
     down = await slurm.get_node(node)
     assert "DOWN" in down.state and down.is_drain and down.reason == reason, "26.05 keeps the reason as written"
-    view = Nodes(slurm)
+    view = NodeSnapshot(slurm)
     await view.refresh()
     phantoms = PhantomNodes(slurm, JobWatcher(slurm), view, None)
     await phantoms.check_once()

@@ -1,17 +1,20 @@
-"""Recorded slurmrestd 26.05 answers, a tiny MockTransport router and a small fake cluster for the Slurm tests."""
+"""Recorded slurmrestd 26.05 answers, a tiny MockTransport router, a small fake cluster and a node snapshot for the
+Slurm tests."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from slinky.clients.slurm.auth import StaticToken
-from slinky.clients.slurm.client import SlurmClient
+from slinky.clients.slurm.client import SlurmApi, SlurmClient
 from slinky.clients.slurm.fake import FakeSlurmClient
+from slinky.clients.slurm.models import Node
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "slurm"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.secret-token-value.sig"
@@ -67,3 +70,26 @@ def fake_cluster(nodes: int = 2, partition: str = "p") -> FakeSlurmClient:
     for index in range(1, nodes + 1):
         fake.add_node(f"n-{index}", partitions=[partition])
     return fake
+
+
+class NodeSnapshot:
+    """The part of the bridge worker's node cache the phantom-allocation check reads, refreshed on demand from any
+    client (the fake or slurmrestd); each Slurm node is its own Kubernetes node, with uid ``uid-<name>``."""
+
+    def __init__(self, slurm: SlurmApi) -> None:
+        self.slurm = slurm
+        self.nodes: dict[str, Node] | None = None
+        self.slurm_read_at = -float("inf")
+
+    async def refresh(self) -> None:
+        self.slurm_read_at = time.monotonic()
+        self.nodes = {n.name: n for n in await self.slurm.list_nodes()}
+
+    def slurm_nodes(self) -> Mapping[str, Node] | None:
+        return self.nodes
+
+    def kube_node_for(self, slurm_node: str) -> str | None:
+        return slurm_node
+
+    def kube_node(self, name: str) -> Mapping[str, Any] | None:
+        return {"metadata": {"name": name, "uid": f"uid-{name}"}}

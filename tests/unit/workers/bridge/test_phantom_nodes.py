@@ -2,38 +2,14 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping
 from typing import Any, cast
 
 from slinky.bridge.phantoms import CLEAR_REASON, down_reason
 from slinky.clients.events import EventRecorder
-from slinky.clients.slurm import FakeSlurmClient, JobDescMsg, JobWatcher, Node, NodeUpdate
-from tests.unit.slurm.helpers import fake_cluster
+from slinky.clients.slurm import FakeSlurmClient, JobDescMsg, JobWatcher, NodeUpdate
+from tests.unit.slurm.helpers import NodeSnapshot, fake_cluster
 from workers.bridge.capacity import FreeNodes
 from workers.bridge.phantom_nodes import REASON_CLEARED, REASON_FOUND, PhantomNodes
-
-
-class Nodes:
-    """The node cache's part the check reads, refreshed from the fake on demand."""
-
-    def __init__(self, fake: FakeSlurmClient) -> None:
-        self.fake = fake
-        self.nodes: dict[str, Node] | None = None
-        self.slurm_read_at = -float("inf")
-
-    async def refresh(self) -> None:
-        self.slurm_read_at = time.monotonic()
-        self.nodes = {n.name: n for n in await self.fake.list_nodes()}
-
-    def slurm_nodes(self) -> Mapping[str, Node] | None:
-        return self.nodes
-
-    def kube_node_for(self, slurm_node: str) -> str | None:
-        return slurm_node
-
-    def kube_node(self, name: str) -> Mapping[str, Any] | None:
-        return {"metadata": {"name": name, "uid": f"uid-{name}"}}
 
 
 class Events:
@@ -57,14 +33,14 @@ class Clock:
 
 async def _stack(
     nodes: int = 3, *, clear: bool = True
-) -> tuple[FakeSlurmClient, JobWatcher, Nodes, Events, Clock, PhantomNodes]:
+) -> tuple[FakeSlurmClient, JobWatcher, NodeSnapshot, Events, Clock, PhantomNodes]:
     fake = fake_cluster(nodes)
-    watcher, view, events, clock = JobWatcher(fake), Nodes(fake), Events(), Clock()
+    watcher, view, events, clock = JobWatcher(fake), NodeSnapshot(fake), Events(), Clock()
     phantoms = PhantomNodes(fake, watcher, view, cast(EventRecorder, events), clear=clear, clock=clock)
     return fake, watcher, view, events, clock, phantoms
 
 
-async def _check(phantoms: PhantomNodes, view: Nodes, watcher: JobWatcher, clock: Clock, at: float) -> None:
+async def _check(phantoms: PhantomNodes, view: NodeSnapshot, watcher: JobWatcher, clock: Clock, at: float) -> None:
     """A node snapshot, then a job view asked after it, then the check at ``at`` seconds."""
     clock.now = 1000.0 + at
     await view.refresh()
