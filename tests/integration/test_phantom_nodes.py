@@ -128,3 +128,17 @@ async def test_a_clearing_cut_after_its_down_is_finished_with_the_drain_it_had(s
     after = await slurm.get_node(node)
     assert after.state[0] == "IDLE" and after.is_drain and after.reason == "admin: maintenance"
     assert phantoms.cleared == 1
+
+
+async def test_the_dev_workers_leader_finishes_a_clearing_cut_after_its_down(slurm: SlurmClient, node: str) -> None:
+    """The stack's own bridge worker (its node cache every 5 s, its check every 10 s), not an instance of the test's:
+    a leader killed between DOWN and RESUME left the node so; the next leader finishes it from Slurm's state alone."""
+    await slurm.drain_node(node, "admin: maintenance")
+    reason = down_reason(await slurm.get_node(node))
+    await slurm.update_node(node, NodeUpdate(state=["DOWN"], reason=reason))
+
+    async def finished() -> bool:
+        after = await slurm.get_node(node)
+        return after.state[0] == "IDLE" and after.is_drain and after.reason == "admin: maintenance"
+
+    await eventually(finished, timeout=60, what="the worker's RESUME and drain")
