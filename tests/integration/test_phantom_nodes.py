@@ -1,9 +1,10 @@
 """Phantom allocations against the real slurmctld: what the check leaves alone, and how it finishes a clearing.
 
 slurmctld cannot be made to strand an allocation on demand (it took four crashes within a minute in a chaos run,
-docs/bridge.md): the unit tests drive a stranded node through the fake. Here the real Slurm answers the two
-questions the fake cannot: a node with a real job on it, even one the job watcher has not seen, is never sent
-``DOWN`` (Slurm counts its CPUs), and the ``RESUME``/``DRAIN`` steps with the reasons the bridge writes are accepted.
+docs/bridge.md): the unit tests drive a stranded node through the fake. Here the real Slurm answers what the fake
+cannot: a node with a real job on it, even one the job watcher has not seen, is never sent ``DOWN`` (Slurm counts its
+CPUs); the ``RESUME``/``DRAIN`` steps with the reasons the bridge writes are accepted; and the stack's own worker runs
+the check (a clearing cut after its ``DOWN`` is finished by it).
 Each test registers its own ``phantom-<id>`` external node (no comment: the node sync leaves it alone) and a
 private partition naming only that node.
 """
