@@ -580,6 +580,8 @@ class FakeSlurmClient:
         job.desc = job.desc.model_copy(update={k: v for k, v in fields.items() if v is not None})
         if job.reason == "JobHeldUser" and not job.desc.hold:
             job.reason = "None"  # released
+        elif job.desc.hold and job.state == "PENDING":
+            job.reason = "JobHeldUser"  # held, as a job submitted held says
         self._touch()
 
     async def cancel_job(self, job_id: int, *, signal: str | None = None) -> None:

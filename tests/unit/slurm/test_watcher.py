@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from typing import Any
 
@@ -949,3 +950,40 @@ async def test_a_waiter_or_a_restart_is_never_answered_by_a_skipped_probe(monkey
     assert fake.calls == ["diag", "list_jobs"], "a restart: the full list at once"
     assert watcher.controller_restarts == 1
     assert sorted(e.job_id for e in events if e.type is VAN and e.controller_restart) == jobs[3:]
+
+
+async def _full_list_gaps(clock: list[float], fake: Any, watcher: JobWatcher, seconds: float) -> list[float]:
+    """Poll every half second for ``seconds``; the seconds between the full lists made meanwhile."""
+    times: list[float] = []
+    for _ in range(int(seconds * 2)):
+        before = watcher.requests["full_list"]
+        await _poll_later(clock, fake, watcher)
+        if watcher.requests["full_list"] > before:
+            times.append(clock[0])
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+async def test_with_many_jobs_full_lists_for_pending_reasons_back_off_while_they_bring_no_news(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From ``quiet_jobs`` on, a full list that brought nothing about a pending job doubles the wait for the next one
+    that pending reasons ask for, up to ``idle_full_poll_seconds``; news of a pending job, or a job announced, brings
+    the wait back to ``full_poll_seconds``."""
+    clock, fake, watcher, jobs = await _quiet_cluster(monkeypatch)
+    watcher.full_poll_seconds, watcher.idle_full_poll_seconds = 2.0, 30.0
+    await watcher.poll_once()  # the first full list: every job is news
+    assert await _full_list_gaps(clock, fake, watcher, 95) == [4.0, 8.0, 16.0, 30.0, 30.0]
+    await fake.update_job(jobs[2], JobDescMsg(hold=True))  # a pending job's reason changes (JobHeldUser)
+    gaps = await _full_list_gaps(clock, fake, watcher, 70)
+    assert gaps[:3] == [2.0, 4.0, 8.0], "the list that saw the hold set the wait back to 2 s"
+    watcher.expect(await fake.get_job(await fake.submit_job(_job("announced"))))
+    assert (await _full_list_gaps(clock, fake, watcher, 10))[:2] == [2.0, 4.0]
+
+
+async def test_below_quiet_jobs_pending_reasons_are_listed_every_full_poll_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock, fake, watcher, _ = await _quiet_cluster(monkeypatch)
+    watcher.full_poll_seconds, watcher.idle_full_poll_seconds, watcher.quiet_jobs = 2.0, 30.0, 50
+    await watcher.poll_once()
+    assert set(await _full_list_gaps(clock, fake, watcher, 30)) == {2.0}
