@@ -84,9 +84,9 @@ class SlurmJobRouter:
         quiet_jobs: int = QUIET_JOBS,
     ) -> None:
         # State-probe mode: a cheap `jobs/state` poll per interval, a job read only when it starts running,
-        # and the full list every 2 s for pending reasons (from quiet_jobs jobs, backing off to 30 s while the lists bring
-        # no news of a pending job); polled faster for a few seconds after each submit,
-        # while a pod waits for its job to start (docs/benchmarks.md says why).
+        # and the full list every 2 s for pending reasons (from quiet_jobs jobs, backing off to 30 s while the
+        # lists bring no news of a pending job); polled faster for a few seconds after each submit, while a pod
+        # waits for its job to start (docs/benchmarks.md says why).
         self.watcher = JobWatcher(
             slurm,
             interval_seconds=interval_seconds,
