@@ -23,6 +23,15 @@ Obj = dict[str, Any]
 
 _DNS_LABEL = re.compile(r"[^a-z0-9-]+")
 
+SLURMD_TOLERATIONS: tuple[Obj, ...] = (
+    {"key": wellknown.TAINT_NODESET_WORKER, "operator": "Exists", "effect": "NoExecute"},
+    {"key": wellknown.TAINT_MANAGED_NODE, "operator": "Exists", "effect": "NoExecute"},
+)
+"""What every slurmd pod tolerates beside its template's: the nodes reserved for NodeSet pods, and the bridge's
+``managed-node`` taint, which the bridge's node sync puts on every Kubernetes node that is a Slurm node of the same
+name: the node a DaemonSet-mode slurmd pod makes one. Without it the bridge evicted that pod, its Slurm node went,
+the taint went, the pod came back: a cycle every 10 s (seen in make test)."""
+
 
 def short_name(node: Obj) -> str:
     """The node's short name: its name up to the first dot."""
@@ -127,7 +136,7 @@ def eligible(nodeset: NodeSet, node: Obj) -> bool:
         return False
     tolerations = [
         *(template.get("tolerations") or []),
-        {"key": wellknown.TAINT_NODESET_WORKER, "operator": "Exists", "effect": "NoExecute"},
+        *SLURMD_TOLERATIONS,
         {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
     ]
     for taint in (node.get("spec") or {}).get("taints") or []:

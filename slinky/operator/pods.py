@@ -272,11 +272,9 @@ def _build(
             "containers": [_merge_container(slurmd, nodeset.spec.slurmd), *user_containers],
         }
     )
-    tolerations = [t for t in spec.get("tolerations") or [] if t.get("key") != wellknown.TAINT_NODESET_WORKER]
-    spec["tolerations"] = [
-        *tolerations,
-        {"key": wellknown.TAINT_NODESET_WORKER, "operator": "Exists", "effect": "NoExecute"},
-    ]
+    ours = {t["key"] for t in daemonset.SLURMD_TOLERATIONS}
+    tolerations = [t for t in spec.get("tolerations") or [] if t.get("key") not in ours]
+    spec["tolerations"] = [*tolerations, *(dict(t) for t in daemonset.SLURMD_TOLERATIONS)]
     if node is not None:
         spec = daemonset.pin(spec, node)
     if index is not None and not nodeset.spec.oversubscribe_node:

@@ -47,6 +47,8 @@ def test_node_selector_affinity_and_taints_decide() -> None:
     assert not daemonset.eligible(ns, tainted)
     worker = node("n5", {"pool": "gpu"}, [{"key": wellknown.TAINT_NODESET_WORKER, "effect": "NoExecute"}])
     assert daemonset.eligible(ns, worker), "NodeSet pods tolerate the worker taint"
+    bridged = node("n7", {"pool": "gpu"}, [{"key": wellknown.TAINT_MANAGED_NODE, "value": "s", "effect": "NoExecute"}])
+    assert daemonset.eligible(ns, bridged), "nor does the bridge's taint of a Slurm node make a node ineligible"
     cordoned = node("n6", {"pool": "gpu"}, [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}])
     assert daemonset.eligible(ns, cordoned), "a cordon drains Slurm instead"
     tolerant = nodeset({"tolerations": [{"key": "dedicated", "operator": "Exists"}]})

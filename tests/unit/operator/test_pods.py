@@ -91,6 +91,9 @@ def test_pod_is_upstreams_shape() -> None:
     )
     assert spec["nodeSelector"] == {"pool": "gpu"}
     assert {"key": wellknown.TAINT_NODESET_WORKER, "operator": "Exists", "effect": "NoExecute"} in spec["tolerations"]
+    assert {"key": wellknown.TAINT_MANAGED_NODE, "operator": "Exists", "effect": "NoExecute"} in spec["tolerations"], (
+        "the bridge taints the node a slurmd pod makes a Slurm node: the pod must stay"
+    )
     term = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
     assert term["labelSelector"]["matchLabels"] == pods.selector_labels(ns)
     assert "affinity" not in pods.build_pod(nodeset(oversubscribeNode=True), CONTROLLER, 0, "abc")["spec"]
