@@ -18,7 +18,6 @@ from typing import cast
 import pytest
 
 from slinky.bridge.phantoms import down_reason
-from slinky.clients.events import EventRecorder
 from slinky.clients.slurm import JobDescMsg, JobWatcher, NodeUpdate, SlurmClient
 from slinky.config import SlurmSettings
 from tests.integration.devstack import scontrol
@@ -99,7 +98,7 @@ async def test_a_node_with_a_real_job_is_counted_busy_but_never_sent_down(slurm:
     view, clock = NodeSnapshot(slurm), Clock()
     seeing = JobWatcher(slurm)
     sees = PhantomNodes(slurm, seeing, view, None, clock=clock)
-    blind = PhantomNodes(slurm, cast(JobWatcher, Blind()), view, cast(EventRecorder, None), clock=clock)
+    blind = PhantomNodes(slurm, cast(JobWatcher, Blind()), view, None, clock=clock)
     for at in (0.0, 31.0, 45.0):
         clock.now = at
         await view.refresh()

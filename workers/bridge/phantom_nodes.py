@@ -123,6 +123,7 @@ class PhantomNodes:
             logger.warning("phantom allocation: %s", message)
             self._event(name, REASON_FOUND, message, "Warning")
         self._reported = set(confirmed)
+        self._kept &= confirmed  # a node confirmed again later is told of again
 
     async def _clear(self, name: str) -> None:
         """Re-read the node; ``DOWN`` and ``RESUME`` it when Slurm still counts nothing allocated there."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import pytest
+
 from slinky.bridge.phantoms import CLEAR_REASON, down_reason
 from slinky.clients.events import EventRecorder
 from slinky.clients.slurm import FakeSlurmClient, JobDescMsg, JobWatcher, NodeUpdate
@@ -21,6 +23,18 @@ class Events:
 
     def reasons(self) -> list[tuple[str, str]]:
         return [(e["reason"], e["involvedObject"]["name"]) for e in self.recorded]
+
+
+class Blind:
+    """A job watcher that sees running jobs only on ``seen`` (none by default) and is always caught up."""
+
+    answered_since = float("inf")
+
+    def __init__(self) -> None:
+        self.seen: frozenset[str] = frozenset()
+
+    def running_nodes(self) -> frozenset[str]:
+        return self.seen
 
 
 class Clock:
@@ -112,12 +126,6 @@ async def test_down_is_never_sent_while_slurm_counts_resources_on_the_node() -> 
     fake, _, view, events, clock, _ = await _stack()
     job_id = await fake.allocate_job(_job("unseen", "n-1"))
 
-    class Blind:
-        answered_since = float("inf")
-
-        def running_nodes(self) -> frozenset[str]:
-            return frozenset()
-
     phantoms = PhantomNodes(fake, cast(JobWatcher, Blind()), view, cast(EventRecorder, events), clock=clock)
     for at in (0, 31, 45):
         clock.now = 1000.0 + at
@@ -164,3 +172,26 @@ async def test_a_node_that_came_back_in_between_starts_over() -> None:
     assert phantoms.held() == frozenset(), "suspect since 35 s only, not since 0"
     await _check(phantoms, view, watcher, clock, at=65)
     assert phantoms.held() == {"n-2"}
+
+
+async def test_a_node_kept_for_its_allocated_cpus_is_logged_once_per_confirmation(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake, _, view, events, clock, _ = await _stack()
+    await fake.allocate_job(_job("unseen", "n-1"))
+    blind = Blind()
+    phantoms = PhantomNodes(fake, cast(JobWatcher, blind), view, cast(EventRecorder, events), clock=clock)
+
+    async def checks(*ats: float) -> int:
+        caplog.clear()
+        for at in ats:
+            clock.now = 1000.0 + at
+            await view.refresh()
+            await phantoms.check_once()
+        return sum("not cleared" in r.getMessage() for r in caplog.records)
+
+    assert await checks(0, 31, 45, 60) == 1, "once, not at every check"
+    blind.seen = frozenset({"n-1"})  # the watcher sees the job now: no suspect
+    assert await checks(70) == 0 and phantoms.held() == frozenset()
+    blind.seen = frozenset()
+    assert await checks(80, 111, 125) == 1, "confirmed again: told again"
