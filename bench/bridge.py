@@ -49,8 +49,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import temporal_floor
-from bench.common import CpuMeter, Progress, slurm_rest
-from slinky import wellknown
+from bench.common import CpuMeter, Progress, run_cancellable, slurm_rest
+from slinky import hostlist, wellknown
 from slinky.bridge.grouping import KIND_PODGROUP, GroupRef
 from slinky.clients.errors import KubeNotFound
 from slinky.clients.kube import KubeClient, pod_path
@@ -58,6 +58,42 @@ from slinky.dev import stack
 
 KS_NAME = "bench-kube-scheduler"
 SYSTEMS = {"raw", "kube-scheduler", "temporal", "bridge"}
+RAW_JOB_PREFIX = "bench-raw"
+"""Names of the raw Slurm jobs this benchmark submits: a run removes its own, and an earlier run's leftovers."""
+NODE_PREFIX = "bench-node"
+LIVE_STATES = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED"})
+CLEANUP_SECONDS = 120.0
+"""How long teardown waits for the pods' namespaces to go and for the jobs on the bench nodes to end."""
+
+
+def live_jobs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [j for j in jobs if LIVE_STATES & set(j.get("job_state") or [])]
+
+
+def describe(jobs: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{j['job_id']} ({j.get('name', '')}, {'/'.join(j['job_state'])})" for j in jobs[:10]) + (
+        f" and {len(jobs) - 10} more" if len(jobs) > 10 else ""
+    )
+
+
+def blocking_work(jobs: list[dict[str, Any]], bench_nodes: set[str]) -> str:
+    """Why the benchmark cannot start on this stack ("" when it can): other work's jobs on its nodes (they are
+    left alone, so the nodes cannot be removed at the end either), or queued jobs that would take its nodes as soon
+    as they appear (the results would then measure someone else's work)."""
+    others = [j for j in live_jobs(jobs) if not str(j.get("name", "")).startswith(RAW_JOB_PREFIX)]
+    on_nodes = [j for j in others if bench_nodes & set(hostlist.expand(j.get("nodes") or ""))]
+    if on_nodes:
+        return (
+            f"Slurm nodes named {NODE_PREFIX}-* exist and run other work: jobs {describe(on_nodes)}. Let them end or"
+            " cancel them (scancel), then run the benchmark again."
+        )
+    queued = [j for j in others if "PENDING" in j["job_state"] and j.get("state_reason") != "JobHeldUser"]
+    if queued:
+        return (
+            f"{len(queued)} job(s) wait in Slurm's queue ({describe(queued)}): they would take the benchmark's nodes"
+            " as soon as they appear. Let them run or cancel them, then run the benchmark again."
+        )
+    return ""
 
 
 def pct(values: list[float], q: float) -> float:
@@ -82,11 +118,32 @@ class Bench:
         self.args = args
         self.rest = slurm_rest(env, timeout=60)
         self.kube = KubeClient.from_kubeconfig(env["KUBECONFIG"])
-        self.nodes = [f"bench-node-{i}" for i in range(1, args.nodes + 1)]
+        self.nodes = [f"{NODE_PREFIX}-{i}" for i in range(1, args.nodes + 1)]
         self.procs: list[subprocess.Popen[bytes]] = []
         self.progress = Progress("bench.bridge")
+        self.namespaces: set[str] = set()
+        """Namespaces this run created and has not seen gone yet."""
+        self.raw_jobs: set[int] = set()
+        """Raw Slurm jobs this run submitted and has not cancelled yet."""
 
     # ------------------------------------------------------------------------------------------- setup
+    async def jobs(self) -> list[dict[str, Any]]:
+        jobs: list[dict[str, Any]] = (await self.rest.get("/jobs")).raise_for_status().json()["jobs"]
+        return jobs
+
+    async def check_free(self) -> None:
+        """Before anything is created: an earlier run's leftovers (raw jobs, idle bench nodes) are removed; work
+        that would take the bench's nodes makes the run refuse (``SystemExit`` with what is in the way)."""
+        jobs = await self.jobs()
+        leftovers = [j for j in live_jobs(jobs) if str(j.get("name", "")).startswith(RAW_JOB_PREFIX)]
+        for job in leftovers:
+            await self.rest.delete(f"/job/{job['job_id']}")
+        if leftovers:
+            self.progress.phase(f"cancelled {len(leftovers)} raw job(s) an earlier run left: {describe(leftovers)}")
+        problem = blocking_work(jobs, set(self.nodes))
+        if problem:
+            raise SystemExit(f"bench.bridge: not started: {problem}")
+
     async def setup(self) -> None:
         log = open(stack.STATE / "logs" / "bench-node-agent.log", "ab")
         self.procs.append(
@@ -140,9 +197,42 @@ class Bench:
         await asyncio.sleep(self.args.settle)  # let the bridge's node caches see them (Slurm side: 30 s refresh)
 
     async def teardown(self) -> None:
+        """Leave nothing, on any exit (an error, Ctrl-C, SIGTERM): the raw jobs, the pods (their namespaces, gone
+        before the nodes they run on), then the bench's Slurm nodes once no job holds them, then the node agent."""
+        with contextlib.suppress(httpx.HTTPError):
+            await self.cancel_raw_jobs()
+        for name in list(self.namespaces):
+            with contextlib.suppress(KubeNotFound):
+                await self.kube.delete(f"/api/v1/namespaces/{name}")
+        deadline = time.monotonic() + CLEANUP_SECONDS
+        while self.namespaces and time.monotonic() < deadline:
+            for name in list(self.namespaces):
+                with contextlib.suppress(KubeNotFound):
+                    await self.kube.get(f"/api/v1/namespaces/{name}")
+                    continue
+                self.namespaces.discard(name)
+            await asyncio.sleep(0.5)
+        if self.namespaces:
+            print(f"bench.bridge: namespaces not gone in {CLEANUP_SECONDS:.0f} s: {sorted(self.namespaces)}",
+                  file=sys.stderr)  # fmt: skip
+        busy: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                nodes = set(self.nodes)
+                busy = [j for j in live_jobs(await self.jobs()) if nodes & set(hostlist.expand(j.get("nodes") or ""))]
+                if not busy:
+                    break
+            await asyncio.sleep(0.5)
+        if busy:
+            print(f"bench.bridge: jobs still on the bench nodes (left in place): {describe(busy)}", file=sys.stderr)
+        left = []
         for name in self.nodes:
             with contextlib.suppress(httpx.HTTPError):
-                await self.rest.delete(f"/node/{name}")
+                r = await self.rest.delete(f"/node/{name}")
+                if r.status_code != 200 and "not found" not in r.text.lower() and "invalid node" not in r.text.lower():
+                    left.append(name)
+        if left:
+            print(f"bench.bridge: Slurm nodes not removed: {hostlist.compress(left)}", file=sys.stderr)
         for proc in self.procs:
             proc.terminate()
         for proc in self.procs:
@@ -178,18 +268,27 @@ class Bench:
         start = time.monotonic()
         pace = "burst" if rate is None else f"paced at {rate:g}/s"
         label = f"raw Slurm {'allocate' if allocate else 'submit'} {pace}"
-        with self.progress.ticking(label, lambda: f"{len(submitted)}/{count} submitted, {len(running)} running"):
-            await self._raw_submit(count, rate, allocate, start, submitted)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), timeout=120)
-        done.set()
-        await poller
+        try:
+            with self.progress.ticking(label, lambda: f"{len(submitted)}/{count} submitted, {len(running)} running"):
+                await self._raw_submit(count, rate, allocate, start, submitted)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), timeout=120)
+            done.set()
+            await poller
+        finally:  # stopped or failed: the poll ends before teardown closes its client
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
+                await poller
         latencies = [running[j] - submitted[j] for j in running]
         span = max(running.values(), default=start) - start
-        for jid in submitted:
-            await self.rest.delete(f"/job/{jid}")
+        await self.cancel_raw_jobs()
         await asyncio.sleep(1)
         return {**summary(latencies, span, len(running)), "n": len(running), "samples": latencies}
+
+    async def cancel_raw_jobs(self) -> None:
+        for job_id in sorted(self.raw_jobs):
+            await self.rest.delete(f"/job/{job_id}")
+            self.raw_jobs.discard(job_id)
 
     async def _raw_submit(
         self, count: int, rate: float | None, allocate: bool, start: float, submitted: dict[int, float]
@@ -213,17 +312,21 @@ class Bench:
                 r = await self.rest.post("/job/allocate", json={"job": {**desc, "immediate": True}})
             else:
                 r = await self.rest.post("/job/submit", json={"job": desc})
-            submitted[r.raise_for_status().json()["job_id"]] = t0
+            job_id = r.raise_for_status().json()["job_id"]
+            self.raw_jobs.add(job_id)
+            submitted[job_id] = t0
 
     # ------------------------------------------------------------------------------------------- pods
     @contextlib.asynccontextmanager
     async def namespace(self, prefix: str) -> AsyncIterator[str]:
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"
         await self.kube.create("/api/v1/namespaces", {"metadata": {"name": name}})
+        self.namespaces.add(name)  # until teardown sees it gone
         try:
             yield name
         finally:
-            await self.kube.delete(f"/api/v1/namespaces/{name}")
+            with contextlib.suppress(KubeNotFound):
+                await self.kube.delete(f"/api/v1/namespaces/{name}")
 
     def cpu_meter(self) -> CpuMeter:
         """The stack's processes (its pid files) and the ones this run started."""
@@ -362,13 +465,14 @@ class Bench:
         }
         t0 = time.monotonic()
         job_id = (await self.rest.post("/job/submit", json={"job": desc})).json()["job_id"]
+        self.raw_jobs.add(job_id)
         while True:
             state = (await self.rest.get(f"/jobs/state?job_id={job_id}")).json()["jobs"][0]["state"]
             if "RUNNING" in state:
                 elapsed = time.monotonic() - t0
                 break
             await asyncio.sleep(0.005)
-        await self.rest.delete(f"/job/{job_id}")
+        await self.cancel_raw_jobs()
         await asyncio.sleep(1)
         return elapsed
 
@@ -564,6 +668,7 @@ async def measure(args: argparse.Namespace, only: set[str]) -> dict[str, Any]:
     results: dict[str, Any] = {"pods": args.pods, "rate": args.rate, "nodes": args.nodes + 4, "rounds": args.rounds}
     paced: dict[str, list[dict[str, Any]]] = {"raw_slurm_paced": [], "bridge_paced": []}
     gangs: list[dict[str, Any]] = []
+    await bench.check_free()  # before anything is made: a refusal has nothing to clean up
     try:
         await bench.setup()
         if args.idle_seconds:
@@ -724,4 +829,8 @@ async def main() -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    sys.exit(asyncio.run(main()))
+    try:
+        sys.exit(asyncio.run(run_cancellable(main)))
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        print("bench.bridge: stopped; what it made was removed (any leftover is named above)", file=sys.stderr)
+        sys.exit(130)

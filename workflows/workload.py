@@ -20,7 +20,9 @@ id is never acted on (docs/bridge.md, "When slurmctld crashes").
 Gang policy: a member lost before the job starts cancels the job; the gang gathers again and resubmits. After
 the start, the gang lives and dies together: when every member finished the job is cancelled; when one member
 fails or is deleted, the others are deleted and the gang is Failed; when the job ends first, every member is
-deleted.
+deleted. Members that came after the job was submitted (a ReplicaSet's replacements, a LeaderWorkerSet group
+recreated under the same key) are not in that job: when the lifecycle ends they start the gang's next one, a
+continue-as-new whose memo and input name the run that ended (``GangRestart``).
 
 Operator actions: ``temporal workflow cancel`` tears the workload down (pods deleted, job cancelled, finalizers
 removed); the ``recheck`` signal re-reads Slurm and the pods at once (re-drives a stuck step); the
@@ -36,7 +38,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
+from temporalio.common import SearchAttributeKey, SearchAttributePair, SearchAttributeUpdate, TypedSearchAttributes
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -50,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         BuildSpecResult,
         DeletePodsInput,
         EventInput,
+        GangRestart,
         GroupPhaseInput,
         JobEvent,
         JobRef,
@@ -100,6 +103,12 @@ REASON_GANG_MEMBER_LOST = "GangMemberLost"
 REASON_LIFECYCLE_FAILED = "SlurmBridgeFailed"
 REASON_ALLOCATION_LOST = "SlurmAllocationLost"
 REASON_JOB_LOST = "SlurmJobLost"
+REASON_GANG_WAITING = "WaitingForGang"
+REASON_GANG_RESTARTED = "GangRestarted"
+
+GATHER_QUIET_SECONDS = 2.0
+"""A gang still short of members this long after its last change tells its members so on their PodScheduled
+condition; a gang whose members arrive within it (a burst, a 1,000-pod ReplicaSet) writes no condition at all."""
 
 FIX_RETRY_FIRST = 30.0
 """Seconds before an invalid or rejected workload is first re-translated without a pod change."""
@@ -113,6 +122,9 @@ PATCH_UNRECORDED_SUBMISSION = "cancel-unrecorded-submission"
 PATCH_FOLDED_STEPS = "folded-place-and-release"
 """Binding, labelling and their Events in one activity (place_pods); the finalizers and the cleanup Event in one
 (release_pods). Histories from before keep their separate activities on replay."""
+PATCH_GANG_RESTART = "gang-restart"
+"""An ended gang lifecycle hands the members that came after its job to a new run (continue-as-new); a
+gathering gang says on its members' condition what it waits for. Histories from before ended without either."""
 PATCH_ONE_RECHECK_TIMER = "one-recheck-timer"
 """One durable timer per safety re-check period, kept across signals, instead of a timer started and cancelled at
 every wait: each of those was three history events and a timer task that Temporal loads the workflow for when it
@@ -120,7 +132,8 @@ fires, even after the workflow closed (3,000 pending pods deleted: 6,000 such ta
 keep their timer per wait on replay."""
 
 # PodGroup status phases (scheduler-plugins coscheduling).
-GROUP_SCHEDULING, GROUP_RUNNING, GROUP_FINISHED, GROUP_FAILED = "Scheduling", "Running", "Finished", "Failed"
+GROUP_PENDING, GROUP_SCHEDULING, GROUP_RUNNING = "Pending", "Scheduling", "Running"
+GROUP_FINISHED, GROUP_FAILED = "Finished", "Failed"
 
 
 class Ended(Exception):
@@ -271,11 +284,22 @@ class WorkloadWorkflow:
             pods=sorted(m.ref.key for m in self.members.values()),
             min_member=need,
             missing_members=max(0, need - len(self._live())) if self.job_id is None else 0,
+            previous_run_id=self.inp.restart.previous_run_id if self.inp and self.inp.restart else "",
+            waiting_members=sorted(m.ref.key for m in self._waiting()) if self.job_id is not None else [],
         )
 
     # ------------------------------------------------------------------------------------ members
     def _live(self) -> list[Member]:
         return [m for m in self.members.values() if m.live]
+
+    def _waiting(self) -> list[Member]:
+        """Live members that are in no job and were never bound: after a submission, the ones that came late."""
+        return [m for m in self.members.values() if m.live and not m.in_job and not m.node]
+
+    def _gang_name(self) -> str:
+        assert self.inp is not None and self.inp.group is not None
+        group = self.inp.group
+        return f"{group.kind} {group.name}" + (f" group {group.key}" if group.key else "")
 
     def _refs(self, members: list[Member] | None = None) -> list[PodRef]:
         return [m.ref for m in (self.members.values() if members is None else members)]
@@ -416,6 +440,10 @@ class WorkloadWorkflow:
         self.inp = inp
         self.recheck_seconds = inp.safety_recheck_seconds
         self.members.setdefault(inp.pod.uid, Member(inp.pod))
+        for ref in inp.members:
+            self.members.setdefault(ref.uid, Member(ref))
+        if inp.restart is not None:
+            self.submit_attempts = inp.restart.submissions
         dirty = self.dirty
         # Histories recorded before this fix dropped the other members' first-task events: unpatched there.
         if any(e.uid != inp.pod.uid for e in self.early) and workflow.patched(PATCH_EARLY_MEMBERS):
@@ -426,10 +454,13 @@ class WorkloadWorkflow:
         try:
             if inp.resume is not None:
                 self._restore(inp.resume)
-                return await self._await_end()
-            return await self._lifecycle()
+                result = await self._await_end()
+            else:
+                if inp.restart is not None:
+                    await self._group_phase(GROUP_PENDING)
+                result = await self._lifecycle()
         except Ended as end:
-            return str(end)
+            result = str(end)
         except CALL_FAILED as err:
             # A permanent failure (e.g. the pod was bound elsewhere): never leave the job or the
             # finalizers behind; the pods are left to their controllers. Then fail, visibly.
@@ -440,6 +471,49 @@ class WorkloadWorkflow:
             self.step = "cancelled"
             await self._teardown("the workflow was cancelled")
             raise
+        await self._restart_for_waiting_members(result)
+        return result
+
+    async def _restart_for_waiting_members(self, result: str) -> None:
+        """The lifecycle ended; members that came after its job (replacements of lost members, a LeaderWorkerSet
+        group recreated under the same key) start the gang's next lifecycle: a continue-as-new with a fresh start,
+        as a new workload would get. Returns only when no member waits (never for a single pod)."""
+        assert self.inp is not None
+        waiting = self._waiting()
+        if self.inp.group is None or not waiting or not workflow.patched(PATCH_GANG_RESTART):
+            return
+        info = workflow.info()
+        restarts = self.inp.restart.restarts + 1 if self.inp.restart else 1
+        restart = GangRestart(
+            previous_run_id=info.run_id, previous_result=result, submissions=self.submit_attempts, restarts=restarts
+        )
+        await self._event(
+            REASON_GANG_RESTARTED,
+            f"{self._gang_name()}: the previous lifecycle ended ({result}); this pod starts the next one",
+            members=waiting,
+        )
+        first, *rest = (m.ref for m in waiting)
+        update: dict[str, object] = {
+            "pod": first,
+            "members": rest,
+            "resume": None,
+            "restart": restart,
+            "safety_recheck_seconds": self.recheck_seconds,
+        }
+        # A fresh start's search attributes: no job, no partition yet (the ended run's would be copied).
+        attributes = TypedSearchAttributes(
+            [
+                pair
+                for pair in info.typed_search_attributes
+                if pair.key.name not in (SA_JOB_ID.name, SA_PARTITION.name, SA_PHASE.name)
+            ]
+            + [SearchAttributePair(SA_PHASE, Phase.SUBMITTING.value)]
+        )
+        workflow.continue_as_new(
+            self.inp.model_copy(update=update),
+            memo={"previous_run_id": info.run_id, "previous_result": result, "restarts": restarts},
+            search_attributes=attributes,
+        )
 
     async def _lifecycle(self) -> str:
         while True:
@@ -456,18 +530,24 @@ class WorkloadWorkflow:
         return await self._await_end()
 
     async def _gather(self) -> None:
-        """A gang waits for ``min_member`` live members (a Warning Event once the gang timeout passes)."""
+        """A gang waits for ``min_member`` live members: its members' PodScheduled condition says what it waits
+        for once nothing changed for ``GATHER_QUIET_SECONDS``, and a Warning Event once the gang timeout passes."""
         assert self.inp is not None
         need = self.inp.min_member
         if len(self._live()) >= need:
             return
         self.step = "wait_members"
+        tell = workflow.patched(PATCH_GANG_RESTART)
         deadline = workflow.now() + timedelta(seconds=self.inp.gang_timeout_seconds)
         warned = False
+        shown, since = "", workflow.now()
         while len(self._live()) < need:
-            self.message = f"waiting for {need - len(self._live())} more of {need} members"
             if not self._live():
                 raise Ended(await self._cleanup("every member left before the gang was complete"))
+            message = f"waiting for {need - len(self._live())} of {need} members of {self._gang_name()}"
+            if message != self.message:
+                since = workflow.now()
+            self.message = message
             if not warned and workflow.now() >= deadline:
                 warned = True
                 await self._event(
@@ -476,7 +556,14 @@ class WorkloadWorkflow:
                     f"after {self.inp.gang_timeout_seconds:.0f} s; waiting for the rest",
                     "Warning",
                 )
-            await self._wait(None if warned else deadline - workflow.now())
+            quiet = since + timedelta(seconds=GATHER_QUIET_SECONDS)
+            if tell and message != shown and workflow.now() >= quiet:
+                shown = message
+                await self._condition(REASON_GANG_WAITING, message)
+            limits = [] if warned else [deadline - workflow.now()]
+            if tell and message != shown:
+                limits.append(quiet - workflow.now())
+            await self._wait(min(limits) if limits else None)
 
     async def _translate(self, *, wait_for_fix: bool = True) -> SlurmJobSpec | None:
         """The job spec, or None (members gone, or invalid: reported, then waited on if ``wait_for_fix``)."""
@@ -792,6 +879,8 @@ class WorkloadWorkflow:
         }
         self.job_id, self.job, self.spec = state.job_id, state.job, state.spec
         self.submission, self.readopt_waiting = state.submission, state.readopt_waiting
+        for ref in state.waiting:
+            self.members[ref.uid] = Member(ref)
         self.submit_attempts, self.rechecks = state.submit_attempts, state.rechecks
         self.rechecks_at_start = state.rechecks
         self.phase = Phase.RUNNING
@@ -821,6 +910,7 @@ class WorkloadWorkflow:
             rechecks=self.rechecks,
             submission=self.submission,
             readopt_waiting=self.readopt_waiting,
+            waiting=[m.ref for m in self._waiting()],
         )
         update: dict[str, object] = {"resume": state, "safety_recheck_seconds": self.recheck_seconds}
         workflow.continue_as_new(self.inp.model_copy(update=update))
@@ -969,14 +1059,16 @@ class WorkloadWorkflow:
             for job in self._unrecorded_jobs():
                 await self._do("cancel_job", job, retry.SLURM)
         self.step = "remove_finalizer"
+        # Members that came after the job never had its finalizer: they are the gang's next lifecycle's.
+        released = self._refs([m for m in self.members.values() if m not in self._waiting()])
         cleaned = None
         if self.job_id is not None:
             message = f"Slurm job {self.job_id} cleaned up: {why}"
-            cleaned = EventInput(pods=self._refs(), reason=REASON_CLEANED, message=message) if self.members else None
+            cleaned = EventInput(pods=released, reason=REASON_CLEANED, message=message) if released else None
         if workflow.patched(PATCH_FOLDED_STEPS):
-            await self._do("release_pods", ReleasePodsInput(pods=self._refs(), event=cleaned))
+            await self._do("release_pods", ReleasePodsInput(pods=released, event=cleaned))
         else:
-            await self._do("remove_finalizers", PodsInput(pods=self._refs()))
+            await self._do("remove_finalizers", PodsInput(pods=released))
             if cleaned is not None and cleaned.pods:
                 await self._best_effort("record_event", cleaned)
         self._set_phase(Phase.FINISHED)

@@ -295,7 +295,7 @@ async def _why(args: argparse.Namespace) -> int:
             continue
         found += 1
         if desc.status != RUNNING:
-            print(f"{wid}: lifecycle {desc.status.lower() or 'unknown'}")
+            print(f"{wid}: lifecycle {desc.status.lower() or 'unknown'}{_still_pending(pod)}")
             continue
         if isinstance(answer, Exception):
             # No worker answered in time (all busy, or none running): what the lifecycle last published.
@@ -314,11 +314,27 @@ async def _why(args: argparse.Namespace) -> int:
             )
             continue
         reason = f", Slurm reason: {why.reason}" if why.reason else ""
+        restarted = f" (started again after run {why.previous_run_id} ended)" if why.previous_run_id else ""
+        late = (
+            f" Not in this job, waiting for the next: {', '.join(why.waiting_members)}." if why.waiting_members else ""
+        )
         print(
             f"{', '.join(why.pods)}: phase {why.phase}, step {why.step}, {job}"
-            f" ({why.slurm_state or 'not seen'}){reason}. {why.message}"
+            f" ({why.slurm_state or 'not seen'}){reason}. {why.message}{restarted}{late}"
         )
     return 0 if found else 2
+
+
+def _still_pending(pod: Mapping[str, Any] | None) -> str:
+    """For a pod that still waits while its lifecycle has ended: what that means (a gang's next lifecycle
+    starts within seconds of its old one's end; if none does, the bridge worker is not running)."""
+    if pod is None or (pod.get("spec") or {}).get("nodeName") or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return ""
+    if (pod.get("status") or {}).get("phase") not in (None, "", "Pending"):
+        return ""
+    return (
+        "; the pod is still pending: its next lifecycle starts within seconds (ask again), unless no bridge worker runs"
+    )
 
 
 async def _cancel(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +19,11 @@ import httpx
 import pytest
 
 from slinky import wellknown
+from tests.integration.devstack import slinky, worker_killed
 from tests.integration.waiting import eventually
 
 pytestmark = pytest.mark.integration
+TEMPORAL = Path(sys.executable).parent / "temporal"
 
 
 class Cluster:
@@ -437,3 +440,260 @@ spec:
     assert [state in live for _, state, _ in states] == [True], f"one job, no FAILED record: {states}"
     gang = [j for j in cluster.jobs_for(ns) if "/big-0" in j["admin_comment"]]
     assert [j["job_state"][0] for j in gang] == ["PENDING"], "the gang keeps its single queued job"
+
+
+# ---------------------------------------------------------------------------------------- gangs that start again
+def workflow_runs(cluster: Cluster, workflow_id: str) -> list[dict[str, Any]]:
+    """Every run of one workflow ID, newest first, as ``temporal workflow list`` shows them."""
+    out = subprocess.run(
+        [
+            str(TEMPORAL),
+            "workflow",
+            "list",
+            "--address",
+            cluster.env["TEMPORAL_ADDRESS"],
+            "-o",
+            "json",
+            "-q",
+            f"WorkflowId = '{workflow_id}'",
+        ],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    runs: list[dict[str, Any]] = json.loads(out.stdout or "[]")
+    return runs
+
+
+def memo_of(cluster: Cluster, workflow_id: str) -> dict[str, Any]:
+    """The newest run's memo, as ``temporal workflow describe -o json`` shows it (decoded)."""
+    out = subprocess.run(
+        [
+            str(TEMPORAL),
+            "workflow",
+            "describe",
+            "--address",
+            cluster.env["TEMPORAL_ADDRESS"],
+            "-w",
+            workflow_id,
+            "-o",
+            "json",
+        ],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    memo: dict[str, Any] = (json.loads(out.stdout)["workflowExecutionInfo"].get("memo") or {}).get("fields") or {}
+    return memo
+
+
+def replica_set(ns: str, name: str, replicas: int) -> str:
+    return f"""
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata:
+      labels: {{app: {name}, "{wellknown.LABEL_POD_GROUP}": {name}}}
+    spec:
+      schedulerName: {wellknown.SCHEDULER_NAME}
+      containers: [{{name: c, image: nginx}}]
+"""
+
+
+def gang_bound(cluster: Cluster, ns: str, size: int, exclude: set[str]) -> list[dict[str, Any]]:
+    """``size`` live pods of ``ns`` (none of the ``exclude`` uids) bound and labelled with one job id."""
+
+    def probe() -> list[dict[str, Any]] | None:
+        pods = [
+            p
+            for p in labelled(cluster.pods(ns))
+            if p["metadata"]["uid"] not in exclude and not p["metadata"].get("deletionTimestamp")
+        ]
+        ids = {p["metadata"]["labels"][wellknown.LABEL_SLURM_JOB_ID] for p in pods}
+        return pods if len(pods) == size and len(ids) == 1 else None
+
+    return eventually(probe, 90, f"{size} new pods bound to one job")
+
+
+def job_id_of(pods: list[dict[str, Any]]) -> int:
+    [job_id] = {int(p["metadata"]["labels"][wellknown.LABEL_SLURM_JOB_ID]) for p in pods}
+    return job_id
+
+
+def job_states(cluster: Cluster, ns: str) -> dict[int, str]:
+    return {int(j["job_id"]): j["job_state"][0] for j in cluster.jobs_for(ns)}
+
+
+def test_a_podgroup_member_deleted_restarts_the_gang_with_a_new_job(cluster: Cluster, ns: str) -> None:
+    """Issue 29: delete one member of a running PodGroup gang. The bridge deletes the other (all or nothing), the
+    ReplicaSet replaces both, and the replacements run as the gang's next lifecycle: a new Slurm job (never the
+    cancelled one), the PodGroup Running again, the old run's history kept and linked from the new one."""
+    eventually(lambda: cluster.free_nodes() >= 2, 60, "two free nodes (an earlier test's pods may be leaving)")
+    cluster.apply(pod_group(ns, "rep", 2))
+    workflow_id = "workload/{}/podgroup/rep/{}".format(
+        ns, json.loads(cluster.kubectl("get", "podgroup", "-n", ns, "rep", "-o", "json"))["metadata"]["uid"]
+    )
+    cluster.apply(replica_set(ns, "rep", 2))
+    first = gang_bound(cluster, ns, 2, set())
+    old_job = job_id_of(first)
+    eventually(lambda: cluster.podgroup_phase(ns, "rep") == "Running", 30, "PodGroup Running")
+    [old_run] = workflow_runs(cluster, workflow_id)
+
+    cluster.kubectl("delete", "pod", "-n", ns, first[0]["metadata"]["name"], "--wait=false")
+    second = gang_bound(cluster, ns, 2, {p["metadata"]["uid"] for p in first})
+    new_job = job_id_of(second)
+    assert new_job != old_job, "a new job, not the cancelled one"
+    eventually(lambda: job_states(cluster, ns).get(old_job) == "CANCELLED", 30, "the old job cancelled")
+    assert [s for s in job_states(cluster, ns).values() if s in ("RUNNING", "PENDING")] == ["RUNNING"]
+    eventually(lambda: cluster.podgroup_phase(ns, "rep") == "Running", 30, "PodGroup Running again")
+    assert len({p["spec"]["nodeName"] for p in second}) == 2, "one member per node"
+
+    runs = workflow_runs(cluster, workflow_id)
+    assert len(runs) == 2 and old_run["execution"]["runId"] in {r["execution"]["runId"] for r in runs}
+    old = next(r for r in runs if r["execution"]["runId"] == old_run["execution"]["runId"])
+    assert old["status"] == "WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW", "the old history stays findable"
+    memo = memo_of(cluster, workflow_id)
+    assert memo["previous_run_id"] == old_run["execution"]["runId"] and memo["restarts"] == 1
+
+    cluster.kubectl("scale", "replicaset", "-n", ns, "rep", "--replicas=0")
+    eventually(lambda: not cluster.pods(ns), 90, "pods gone")
+    eventually(lambda: job_states(cluster, ns).get(new_job) == "CANCELLED", 30, "the new job cancelled")
+
+
+def test_a_leaderworkerset_group_recreated_under_its_key_gets_a_new_job(cluster: Cluster, ns: str) -> None:
+    """LWS's RecreateGroupOnPodRestart deletes every pod of a group and creates them again under the same names
+    and group key (the controller cannot run here: the test does what it does). The new pods get a new job."""
+    eventually(lambda: cluster.free_nodes() >= 2, 60, "two free nodes (an earlier test's pods may be leaving)")
+    cluster.apply(f"""
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {{name: lws, namespace: {ns}}}
+spec: {{replicas: 1, leaderWorkerTemplate: {{size: 2, restartPolicy: RecreateGroupOnPodRestart}}}}
+""")
+    key = uuid.uuid4().hex
+    group = "".join(
+        f"""
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: lws-0{"" if i == 0 else f"-{i}"}
+  namespace: {ns}
+  labels:
+    "{wellknown.LABEL_LWS_NAME}": lws
+    "{wellknown.LABEL_LWS_GROUP_INDEX}": "0"
+    "{wellknown.LABEL_LWS_GROUP_KEY}": "{key}"
+    "{wellknown.LABEL_LWS_WORKER_INDEX}": "{i}"
+  annotations: {{"{wellknown.ANNOTATION_LWS_SIZE}": "2"}}
+spec:
+  schedulerName: {wellknown.SCHEDULER_NAME}
+  containers: [{{name: c, image: vllm}}]
+"""
+        for i in range(2)
+    )
+    cluster.apply(group)
+    first = gang_bound(cluster, ns, 2, set())
+    old_job = job_id_of(first)
+    # A worker restarted: the controller deletes the whole group, then creates it again as soon as it is gone.
+    cluster.kubectl("delete", "pods", "-n", ns, "--all", "--wait=true", "--timeout=90s")
+    cluster.apply(group)
+    second = gang_bound(cluster, ns, 2, {p["metadata"]["uid"] for p in first})
+    assert job_id_of(second) != old_job
+    assert job_states(cluster, ns)[old_job] == "CANCELLED"
+    assert sorted(p["metadata"]["name"] for p in second) == ["lws-0", "lws-0-1"]
+    cluster.kubectl("delete", "pods", "-n", ns, "--all", "--wait=false")
+    eventually(lambda: not cluster.pods(ns), 90, "pods gone")
+
+
+def test_a_lone_replacement_waits_for_its_gang_and_says_so(cluster: Cluster, ns: str) -> None:
+    """A member whose gang is short: its PodScheduled condition names what it waits for, and ``slinky workloads
+    why`` answers for the pod (this is what a replacement sees while the rest of its gang has not come back)."""
+    cluster.apply(pod_group(ns, "half", 2))
+    cluster.apply(f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: half-0, namespace: {ns}, labels: {{"{wellknown.LABEL_POD_GROUP}": half}}}}
+spec:
+  schedulerName: {wellknown.SCHEDULER_NAME}
+  containers: [{{name: c, image: busybox}}]
+""")
+
+    def condition() -> str | None:
+        pod = json.loads(cluster.kubectl("get", "pod", "-n", ns, "half-0", "-o", "json"))
+        for cond in pod["status"].get("conditions") or []:
+            if cond["type"] == "PodScheduled" and cond["status"] == "False" and cond["reason"] == "WaitingForGang":
+                return str(cond["message"])
+        return None
+
+    assert eventually(condition, 30, "the waiting condition") == "waiting for 1 of 2 members of PodGroup half"
+    why = slinky("workloads", "why", "half-0", "-n", ns, env=cluster.env)
+    assert "step wait_members" in why and "waiting for 1 of 2 members of PodGroup half" in why, why
+    assert not cluster.jobs_for(ns), "half a gang submits nothing"
+
+
+def test_a_failed_job_pod_recreated_by_its_job_gets_a_job_of_its_own(cluster: Cluster, ns: str) -> None:
+    """A batch Job whose pod fails makes a new pod (backoffLimit): the new pod is a new workload with its own
+    Slurm job; the failed one's job was cancelled."""
+    cluster.apply(f"""
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: retry, namespace: {ns}}}
+spec:
+  backoffLimit: 1
+  template:
+    metadata:
+      annotations: {{"{wellknown.ANNOTATION_SIM_RUN_SECONDS}": "1", "{wellknown.ANNOTATION_SIM_EXIT_CODE}": "1"}}
+    spec:
+      schedulerName: {wellknown.SCHEDULER_NAME}
+      restartPolicy: Never
+      containers: [{{name: c, image: busybox}}]
+""")
+    pods = eventually(
+        lambda: (lambda p: p if len(p) == 2 and all(x["status"]["phase"] == "Failed" for x in p) else None)(
+            cluster.pods(ns)
+        ),
+        120,
+        "the Job's pod and its replacement both ran and failed",
+    )
+    jobs = eventually(
+        lambda: (lambda j: j if len(j) == 2 and all(s != "RUNNING" for s in j.values()) else None)(
+            job_states(cluster, ns)
+        ),
+        30,
+        "two Slurm jobs, both ended",
+    )
+    assert len(jobs) == 2
+    comments = sorted(json.loads(j["admin_comment"])["pods"][0] for j in cluster.jobs_for(ns))
+    assert comments == sorted(f"{ns}/{p['metadata']['name']}" for p in pods), "one job per pod"
+
+
+def test_worker_killed_while_replacements_arrive_leaves_one_new_job(cluster: Cluster, ns: str) -> None:
+    """kill -9 of the bridge worker right after a member is deleted: the old lifecycle is mid-cleanup and the
+    replacements come while no worker runs. After the restart there is exactly one new job for them."""
+    eventually(lambda: cluster.free_nodes() >= 2, 60, "two free nodes (an earlier test's pods may be leaving)")
+    cluster.apply(pod_group(ns, "crash", 2))
+    cluster.apply(replica_set(ns, "crash", 2))
+    first = gang_bound(cluster, ns, 2, set())
+    old_job = job_id_of(first)
+    old_uids = {p["metadata"]["uid"] for p in first}
+    cluster.kubectl("delete", "pod", "-n", ns, first[0]["metadata"]["name"], "--wait=false")
+    with worker_killed():
+        # The replacement of the deleted member comes while no worker runs (the other member is deleted by the
+        # lifecycle once a worker runs it again, and replaced then).
+        eventually(
+            lambda: [p for p in cluster.pods(ns) if p["metadata"]["uid"] not in old_uids],
+            30,
+            "the ReplicaSet's replacement exists",
+        )
+    second = gang_bound(cluster, ns, 2, old_uids)
+    new_job = job_id_of(second)
+    eventually(lambda: job_states(cluster, ns).get(old_job) == "CANCELLED", 60, "the old job cancelled")
+    live = [j for j, s in job_states(cluster, ns).items() if s in ("RUNNING", "PENDING")]
+    assert live == [new_job], f"one live job, the new gang's: {job_states(cluster, ns)}"
+    assert len(job_states(cluster, ns)) == 2, "no duplicate job"
+    cluster.kubectl("scale", "replicaset", "-n", ns, "crash", "--replicas=0")
+    eventually(lambda: not cluster.pods(ns), 90, "pods gone")

@@ -19,10 +19,12 @@ from temporalio.worker import Replayer
 from slinky.bridge.models.jobspec import SlurmJobSpec
 from slinky.bridge.models.workload import (
     BuildSpecResult,
+    JobEvent,
     Phase,
     PodBinding,
     PodEvent,
     PodEventKind,
+    PodRef,
     SubmitResult,
 )
 from slinky.clients.temporal import data_converter
@@ -38,10 +40,11 @@ from tests.workflows.conftest import (
     gang_input,
     job_event,
     pod_event,
+    running_on,
     signal_applied,
     step_is,
 )
-from workflows.workload import WorkloadWorkflow
+from workflows.workload import SA_JOB_ID, SA_PHASE, WorkloadWorkflow
 
 NEXT_JOB_ID = JOB_ID + 1
 RESUBMIT_SPEC = SlurmJobSpec(pods=(POD.key, POD3.key), partition="debug", min_nodes=2, max_nodes=2)
@@ -74,7 +77,7 @@ async def test_gang_waits_for_min_member_then_submits_one_job_for_both(
     async with run_workload(gang_input()) as handle:
         why = await step_is(handle, "wait_members")
         assert (why.min_member, why.missing_members, why.job_id, why.pods) == (2, 1, None, [POD.key])
-        assert "1 more of 2" in why.message
+        assert why.message == "waiting for 1 of 2 members of PodGroup gang"
         assert fakes.names() == []  # nothing is translated or submitted for half a gang
 
         # A change of the one member present does not submit half a gang either.
@@ -176,7 +179,11 @@ async def test_gang_timeout_warns_once_and_keeps_waiting(
     async with run_workload(gang_input(gang_timeout_seconds=120.0)) as handle:
         await step_is(handle, "wait_members")
         await env.sleep(60)
-        assert fakes.names() == []
+        # Quiet for 2 s: the member's PodScheduled condition says what the gang waits for, once.
+        [condition] = fakes.args("set_pod_condition")
+        assert (condition.pods, condition.reason) == ([POD], "WaitingForGang")
+        assert condition.message == "waiting for 1 of 2 members of PodGroup gang"
+        assert fakes.names() == ["set_pod_condition"]
 
         await env.sleep(61)  # past the gang timeout
         await fakes.called("record_event")
@@ -416,3 +423,124 @@ async def test_job_ending_first_deletes_every_member(run_workload: Any, fakes: F
         assert await handle.result() == "the Slurm job ended (TIMEOUT)"
     assert "cancel_job" not in fakes.names()
     assert fakes.group_phases() == ["Scheduling", "Running", "Failed"]
+
+
+# ---------------------------------------------------------------------------------------- the next lifecycle
+POD4 = PodRef(namespace="team-a", name="pod-d", uid="0b7c7d4e-0000-4000-8000-00000000000d")
+NEXT_SPEC = SlurmJobSpec(pods=(POD3.key, POD4.key), partition="debug", min_nodes=2, max_nodes=2)
+
+
+async def next_run(env: WorkflowEnvironment, handle: WorkflowHandle[Any, Any], run_id: str) -> WorkflowHandle[Any, Any]:
+    """The lifecycle's run after ``run_id`` (a continue-as-new), once it exists, as a handle bound to that run."""
+    for _ in range(500):
+        latest = (await handle.describe()).run_id
+        if latest != run_id:
+            return env.client.get_workflow_handle(handle.id, run_id=latest)
+        await asyncio.sleep(0.01)
+    raise AssertionError("the lifecycle did not continue as new")
+
+
+async def test_replacements_that_come_while_the_gang_is_cleaned_up_start_its_next_lifecycle(
+    env: WorkflowEnvironment, run_workload: Any, fakes: FakeActivities
+) -> None:
+    """A ReplicaSet replaces a deleted member: the bridge deletes the other (all or nothing), and the replacements
+    (here POD3, POD4) arrive while the ended lifecycle still waits for the old pods to stop. They are in no job:
+    once the old one is cleaned up, they start the gang's next lifecycle, linked to the old run, with a job of
+    its own (a new submission number: the old job's identity is never taken)."""
+    fakes.build = [BuildSpecResult(spec=GANG_SPEC), BuildSpecResult(spec=NEXT_SPEC)]
+    fakes.submit = [SubmitResult(job_id=JOB_ID), SubmitResult(job_id=NEXT_JOB_ID)]
+    async with run_workload(gang_input()) as started:
+        first_run = started.result_run_id
+        handle = env.client.get_workflow_handle(started.id, run_id=first_run)
+        await gang_running(handle)
+        await pod_event(handle, PodEventKind.DELETING, POD2)
+        await fakes.called("delete_pods")
+        await step_is(handle, "wait_pod_gone")
+        for pod in (POD3, POD4):
+            await pod_event(handle, PodEventKind.ADDED, pod)
+        why = await step_is(handle, "wait_pod_gone")
+        assert why.waiting_members == [POD3.key, POD4.key]
+        assert fakes.args("delete_pods")[0].pods == [POD]  # the replacements are not the old gang's to delete
+        for pod in (POD, POD2):
+            await pod_event(handle, PodEventKind.GONE, pod)
+
+        latest = await next_run(env, started, first_run)
+        why = await step_is(latest, "wait_allocation")
+        assert (why.job_id, why.previous_run_id, why.pods) == (NEXT_JOB_ID, first_run, [POD3.key, POD4.key])
+        description = await latest.describe()
+        memo = await description.memo()
+        assert memo["previous_run_id"] == first_run and memo["restarts"] == 1
+        assert memo["previous_result"] == f"member {POD2.key} was deleted"
+        attributes = description.typed_search_attributes
+        assert attributes.get(SA_PHASE) == "Pending" and attributes.get(SA_JOB_ID) == NEXT_JOB_ID
+
+        await job_event(latest, "RUNNING", "None", "slurm-3", "slurm-4", job_id=NEXT_JOB_ID)
+        await step_is(latest, "running")
+        for pod in (POD3, POD4):
+            await pod_event(latest, PodEventKind.TERMINAL, pod, "Succeeded")
+        assert await latest.result() == "the workload ended"
+        await replays(handle)
+        await replays(latest)
+
+    # The old job is cancelled and its pods released; the new pods get none of that.
+    cancels = fakes.args("cancel_job")
+    assert [(c.job_id, c.submission) for c in cancels] == [(JOB_ID, 1), (NEXT_JOB_ID, 2)]
+    assert fakes.args("remove_finalizers")[0].pods == [POD, POD2]
+    cleaned = fakes.events_with("SlurmJobCleanedUp")[0]
+    assert cleaned.pods == [POD, POD2]
+    [restarted] = fakes.events_with("GangRestarted")
+    assert restarted.pods == [POD3, POD4] and f"member {POD2.key} was deleted" in restarted.message
+    [first, second] = fakes.args("submit_placeholder_job")
+    assert (first.submission, second.submission) == (1, 2) and second.spec == NEXT_SPEC
+    assert [b.pods for b in fakes.args("build_job_spec")] == [[POD, POD2], [POD3, POD4]]
+    assert fakes.group_phases() == ["Scheduling", "Running", "Failed", "Pending", "Scheduling", "Running", "Finished"]
+
+
+async def test_one_replacement_waits_in_the_next_lifecycle_and_its_condition_says_for_what(
+    env: WorkflowEnvironment, run_workload: Any, fakes: FakeActivities
+) -> None:
+    """A member that came while the gang's job ran (a late pod) is kept across a continue-as-new for length, and
+    starts the next lifecycle when the gang ends: alone, it waits for the rest, and its condition says so."""
+    fakes.build = [BuildSpecResult(spec=GANG_SPEC), BuildSpecResult(spec=NEXT_SPEC)]
+    fakes.job = JobEvent(job_id=JOB_ID, state="RUNNING", nodes=["slurm-1", "slurm-2"])  # what the re-checks read
+    inp = gang_input(safety_recheck_seconds=60.0, continue_as_new_after_rechecks=2)
+    async with run_workload(inp) as started:
+        handle = env.client.get_workflow_handle(started.id, run_id=started.result_run_id)
+        await gang_running(handle)
+        await pod_event(handle, PodEventKind.ADDED, POD3)
+        why = await step_is(handle, "running")
+        assert why.waiting_members == [POD3.key]
+        await env.sleep(125)  # two re-checks: the next wait continues as new, POD3 carried along
+        long_run = await next_run(env, started, started.result_run_id or "")
+        why = await step_is(long_run, "running")
+        assert why.waiting_members == [POD3.key] and why.job_id == JOB_ID and why.previous_run_id == ""
+
+        for pod in (POD, POD2):
+            await pod_event(long_run, PodEventKind.TERMINAL, pod, "Succeeded")
+        latest = await next_run(env, started, long_run.run_id or "")
+        why = await step_is(latest, "wait_members")
+        assert (why.pods, why.missing_members, why.job_id) == ([POD3.key], 1, None)
+        assert why.message == "waiting for 1 of 2 members of PodGroup gang"
+        await env.sleep(3)  # quiet for 2 s: the pod is told
+        [condition] = [c for c in fakes.args("set_pod_condition") if c.reason == "WaitingForGang"]
+        assert (condition.pods, condition.message) == ([POD3], "waiting for 1 of 2 members of PodGroup gang")
+
+        await pod_event(latest, PodEventKind.ADDED, POD4)
+        why = await step_is(latest, "wait_allocation")
+        assert why.pods == [POD3.key, POD4.key] and why.submit_attempts == 2
+        await pod_event(latest, PodEventKind.GONE, POD3)
+        await pod_event(latest, PodEventKind.GONE, POD4)
+        await latest.result()
+        await replays(long_run)
+        await replays(latest)
+    assert "delete_pods" not in fakes.names()  # the gang ended well: nothing was deleted, POD3 was kept waiting
+
+
+async def test_a_single_pod_workload_never_starts_again(run_workload: Any, fakes: FakeActivities) -> None:
+    """Another pod's ADDED is no member of a single-pod workload: its lifecycle ends as before."""
+    async with run_workload() as handle:
+        await running_on(handle, fakes, "slurm-1")
+        await pod_event(handle, PodEventKind.ADDED, POD2)
+        await pod_event(handle, PodEventKind.GONE, POD)
+        assert await handle.result() == "the workload ended"
+        assert (await handle.describe()).run_id == handle.result_run_id

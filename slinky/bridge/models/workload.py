@@ -127,6 +127,11 @@ class WorkloadInput(_Msg):
     lifecycle of months keeps a short history."""
     resume: ResumeState | None = None
     """Set by continue-as-new: the running workload's state, so the new run picks up where the old stopped."""
+    members: list[PodRef] = Field(default_factory=list)
+    """More members known at the start, beside ``pod``: the pending pods an ended lifecycle of the same gang
+    handed on (``restart``), each taken as if it had joined with ``pod_event`` ADDED."""
+    restart: GangRestart | None = None
+    """Set when an ended gang lifecycle continues as new for the members that came after its job."""
 
 
 class MemberState(_Msg):
@@ -136,6 +141,20 @@ class MemberState(_Msg):
     failed: bool = False
     deleting: bool = False
     gone: bool = False
+
+
+class GangRestart(_Msg):
+    """What links a gang's new lifecycle to the one that ended (docs/bridge.md, "A gang starts again")."""
+
+    previous_run_id: str
+    """The run of the same workflow ID that ended: ``temporal workflow show -w ID -r RUN`` shows its history."""
+    previous_result: str = ""
+    """Why it ended ("member team-a/rep-x was deleted")."""
+    submissions: int = 0
+    """Submissions made under this workflow ID so far: the new run numbers its jobs on from here, so a job of
+    the ended run (its ``comment`` names the same workflow) is never taken for the new run's."""
+    restarts: int = 1
+    """How many times this gang started again under this workflow ID."""
 
 
 class ResumeState(_Msg):
@@ -151,6 +170,9 @@ class ResumeState(_Msg):
     """Which submission the job is (its ``comment``); None for runs started before submissions were numbered."""
     readopt_waiting: bool = False
     """The job re-adopting the members' nodes is still queued for them."""
+    waiting: list[PodRef] = Field(default_factory=list)
+    """Gang members that came after the job was submitted: not in it, kept for the gang's next lifecycle."""
+    restart: GangRestart | None = None
 
 
 class PodEventKind(StrEnum):
@@ -207,6 +229,10 @@ class WhyPending(_Msg):
     min_member: int = 1
     missing_members: int = 0
     """Gangs: members still to come before the job is submitted."""
+    previous_run_id: str = ""
+    """Gangs started again: the run of the same workflow ID that ended before this one."""
+    waiting_members: list[str] = Field(default_factory=list)
+    """Gangs: pods that came after the job was submitted; they start the gang's next lifecycle when this one ends."""
 
 
 # ------------------------------------------------------------------------------------------ activities
