@@ -54,12 +54,14 @@ def calls(path: Path) -> list[str]:
         elif event["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED":
             attributes = event["workflowExecutionSignaledEventAttributes"]
             data = json.loads(base64.b64decode(attributes["input"]["payloads"][0]["data"]))
-            found.append(f"{attributes['signalName']}:{data.get('kind') or data.get('state')}")
+            items = data if isinstance(data, list) else [data]  # pod_events: a burst's events in one signal
+            found.append(f"{attributes['signalName']}:{','.join(str(d.get('kind') or d.get('state')) for d in items)}")
     return found
 
 
 KINDS = ("pod_happy_path", "pod_deleted_while_running", "podgroup_gang_of_two")
 LOST = ("lost_pending_resubmitted", "lost_running_readopted", "lost_running_readopt_queued")
+RESTART = ("podgroup_gang_restart_ended", "podgroup_gang_restart_next")
 OLDER = ("timer_per_wait_", "unfolded_", "queued_")
 """Histories of older code: a re-check timer started at every wait and cancelled by the next signal
 (``timer_per_wait_``, session 14), separate bind, label and finalizer activities (``unfolded_``, session 10), and
@@ -68,7 +70,7 @@ before that the job always queued (``queued_``)."""
 
 def test_histories_were_recorded() -> None:
     names = {p.stem for p in HISTORIES}
-    assert names == {*KINDS, *(f"{prefix}{kind}" for prefix in OLDER for kind in KINDS), *LOST}
+    assert names == {*KINDS, *(f"{prefix}{kind}" for prefix in OLDER for kind in KINDS), *LOST, *RESTART}
 
 
 def _signals(path: Path) -> list[dict[str, object]]:
@@ -203,3 +205,19 @@ async def test_an_extra_local_activity_fails_the_replay(path: Path) -> None:
     replayer = Replayer(workflows=[ExtraCallWorkloadWorkflow], data_converter=data_converter)
     with pytest.raises((NondeterminismError, RuntimeError)):
         await replayer.replay_workflow(load(path))
+
+
+def test_the_gang_restart_histories_hand_the_replacements_to_the_next_run() -> None:
+    """Recorded by ``test_a_podgroup_member_deleted_restarts_the_gang_with_a_new_job`` (issue 29): the ended run
+    continues as new with the replacements, linked to itself; the next run submits under the next number."""
+    ended = json.loads((HISTORIES[0].parent / "podgroup_gang_restart_ended.json").read_text())["events"]
+    following = json.loads((HISTORIES[0].parent / "podgroup_gang_restart_next.json").read_text())["events"]
+    handed = ended[-1]["workflowExecutionContinuedAsNewEventAttributes"]
+    given = WorkloadInput.model_validate_json(base64.b64decode(handed["input"]["payloads"][0]["data"]))
+    started = following[0]["workflowExecutionStartedEventAttributes"]
+    assert given.restart is not None and given.restart.submissions == 1 and given.members
+    assert started["continuedExecutionRunId"] == given.restart.previous_run_id
+    assert "was deleted" in given.restart.previous_result
+    next_calls = calls(HISTORIES[0].parent / "podgroup_gang_restart_next.json")
+    assert next_calls[:2] == ["set_group_phase", "build_job_spec"], next_calls
+    assert "submit_placeholder_job" in next_calls and next_calls[-1] == "release_pods"
