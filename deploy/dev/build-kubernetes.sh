@@ -1,24 +1,34 @@
 #!/usr/bin/env bash
-# Build kube-apiserver, kube-controller-manager and kube-scheduler v1.20.2 from Debian bookworm's
-# `kubernetes` source package with Debian's Go, offline, and cache the binaries in $1.
-# Why this route: no registry reachable here ships an apiserver binary (docs/dev-stack.md).
+# Build Kubernetes v1.20.2 from Debian bookworm's `kubernetes` source package with Debian's Go, offline, and
+# cache the binaries in $1. Two sets, each stamped on its own:
+#   control-plane (default): kube-apiserver, kube-controller-manager, kube-scheduler   (stamp BUILD_ID)
+#   node: kubelet, kube-proxy, and the pause binary from build/pause (gcc -static)       (stamp BUILD_ID.node)
+# Why this route: no registry reachable here ships an apiserver or kubelet binary (docs/dev-stack.md).
 set -euo pipefail
-out=${1:?usage: build-kubernetes.sh OUT_DIR}
+out=${1:?usage: build-kubernetes.sh OUT_DIR [control-plane|node]}
+set_name=${2:-control-plane}
+case "$set_name" in
+  control-plane) bins=(kube-apiserver kube-controller-manager kube-scheduler); stamp=BUILD_ID ;;
+  node) bins=(kubelet kube-proxy pause); stamp=BUILD_ID.node ;;
+  *) echo "build-kubernetes.sh: unknown set '$set_name' (control-plane or node)" >&2; exit 2 ;;
+esac
 work=${SLINKY_BUILD_DIR:-$(dirname "$out")/kube-build}
 # The build's identity: the source package plus our fixes (below). Binaries cached under another id (a build
 # made before a fix) are rebuilt, never reused silently. Change it whenever a fix changes. slinky/dev/stack.py
 # reads this line.
 build_id="kubernetes-1.20.2+reflect2-1.0.2+openapi-empty-string-1"
 mkdir -p "$out" "$work"
-if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ] \
-   && [ "$(cat "$out/BUILD_ID" 2>/dev/null)" = "$build_id" ]; then
-  echo "kubernetes binaries already cached in $out ($build_id)"; exit 0
+cached=1
+for b in "${bins[@]}"; do [ -x "$out/$b" ] || cached=0; done
+if [ "$cached" = 1 ] && [ "$(cat "$out/$stamp" 2>/dev/null)" = "$build_id" ]; then
+  echo "kubernetes $set_name binaries already cached in $out ($build_id)"; exit 0
 fi
-if [ -e "$out/kube-apiserver" ]; then
-  echo "[kube-build] cached binaries are '$(cat "$out/BUILD_ID" 2>/dev/null || echo 'without a build id')'," \
+if [ -e "$out/${bins[0]}" ]; then
+  echo "[kube-build] cached $set_name binaries are '$(cat "$out/$stamp" 2>/dev/null || echo 'without a build id')'," \
        "not '$build_id': rebuilding"
-  rm -f "$out/kube-apiserver" "$out/kube-controller-manager" "$out/kube-scheduler" "$out/BUILD_ID"
 fi
+for b in "${bins[@]}"; do rm -f "$out/$b"; done
+rm -f "$out/$stamp"
 # The Debian archive this machine already uses (no host name is written into the repo).
 archive=$(python3 "$(dirname "$0")/debian_archive.py")
 cd "$work"
@@ -59,15 +69,23 @@ if grep -rn 'reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.Value
      "$src/vendor/k8s.io/kube-openapi" "$src/vendor/github.com/go-openapi"; then
   echo "[kube-build] the empty-string fix did not apply (above)"; exit 1
 fi
-echo "[kube-build] compiling (about 6 minutes on 2 cores)"
 cd "$src"
 export GOPATH="$gopath" GO111MODULE=off GOFLAGS= GOCACHE="$work/gocache"
-make WHAT="cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler" >"$work/build.log" 2>&1 || {
+what=()
+for b in "${bins[@]}"; do [ "$b" = pause ] || what+=("cmd/$b"); done
+echo "[kube-build] compiling ${what[*]} (about 6 minutes on 2 cores for the control plane, 4 for a node)"
+make WHAT="${what[*]}" >"$work/build.log" 2>&1 || {
   tail -n 40 "$work/build.log"; exit 1; }
-for b in kube-apiserver kube-controller-manager kube-scheduler; do
+for b in "${bins[@]}"; do
+  if [ "$b" = pause ]; then
+    # The pod sandbox's process, as build/pause/Makefile builds it for the pause image (static, tiny).
+    gcc -Os -Wall -Werror -static -DVERSION="v3.4.1-slinky" -o "$out/pause" build/pause/linux/pause.c
+    strip "$out/pause"
+    continue
+  fi
   install -m 0755 "$(find _output -type f -name "$b" | head -n1)" "$out/$b"
 done
-echo "$build_id" > "$out/BUILD_ID"
+echo "$build_id" > "$out/$stamp"
 # The build tree is ~2.5 GB; only the binaries are worth keeping.
 rm -rf "$work/gopath" "$work/tree" "$work/gocache"
 echo "[kube-build] done: $out"

@@ -33,12 +33,15 @@ def address() -> str:
     return slurmd_spec.BRIDGE_ADDRESS
 
 
-def _sign(d: Path, name: str, cn: str, ca: str, extensions: str) -> None:
-    """``<name>.key`` and ``<name>.crt`` signed by ``<ca>.crt``/``<ca>.key`` in ``d``, with ``extensions``."""
+def sign(d: Path, name: str, cn: str, ca: str, extensions: str, *, org: str = "", new_key: bool = True) -> None:
+    """``<name>.key`` and ``<name>.crt`` signed by ``<ca>.crt``/``<ca>.key`` in ``d``, with ``extensions`` (the
+    subject's O= is ``org``, a client certificate's group; ``new_key=False`` keeps an existing key)."""
     ext = d / f"{name}.ext"
     ext.write_text(extensions)
-    openssl("genrsa", "-out", str(d / f"{name}.key"), "2048")
-    openssl("req", "-new", "-key", str(d / f"{name}.key"), "-subj", f"/CN={cn}", "-out", str(d / f"{name}.csr"))
+    if new_key or not (d / f"{name}.key").is_file():
+        openssl("genrsa", "-out", str(d / f"{name}.key"), "2048")
+    subject = f"/CN={cn}" + (f"/O={org}" if org else "")
+    openssl("req", "-new", "-key", str(d / f"{name}.key"), "-subj", subject, "-out", str(d / f"{name}.csr"))
     openssl(
         "x509", "-req", "-in", str(d / f"{name}.csr"), "-CA", str(d / f"{ca}.crt"), "-CAkey", str(d / f"{ca}.key"),
         "-CAcreateserial", "-days", str(CERT_DAYS), "-extfile", str(ext), "-out", str(d / f"{name}.crt"),
@@ -59,9 +62,9 @@ def ensure_certs(kube_dir: Path) -> None:
         "-days", str(CERT_DAYS), "-out", str(d / "front-proxy-ca.crt"),
     )  # fmt: skip
     (d / "front-proxy-ca.key").chmod(0o600)
-    _sign(d, "front-proxy-client", FRONT_PROXY_CLIENT, "front-proxy-ca", "extendedKeyUsage=clientAuth\n")
+    sign(d, "front-proxy-client", FRONT_PROXY_CLIENT, "front-proxy-ca", "extendedKeyUsage=clientAuth\n")
     san = f"IP:{address()},IP:127.0.0.1,DNS:{SERVICE}.{SERVICE_NAMESPACE}.svc,DNS:{SERVICE}.{SERVICE_NAMESPACE}"
-    _sign(d, "external-metrics", SERVICE, "ca", f"extendedKeyUsage=serverAuth\nsubjectAltName={san}\n")
+    sign(d, "external-metrics", SERVICE, "ca", f"extendedKeyUsage=serverAuth\nsubjectAltName={san}\n")
 
 
 def apiserver_flags(kube_dir: Path) -> list[str]:

@@ -22,6 +22,13 @@ def add_parser(sub: Any) -> None:
         metavar="K",
         help="Kubernetes worker nodes for NodeSet pods, not in Slurm (not the bridge workers of --no-workers)",
     )
+    up.add_argument(
+        "--real-nodes",
+        type=int,
+        default=2,
+        metavar="R",
+        help="real Kubernetes nodes: kubelet, kube-proxy and containerd in network namespaces (0: none)",
+    )
     up.set_defaults(handler=_up)
     status = dev.add_parser("status", help="health of each component")
     status.set_defaults(handler=_status)
@@ -41,7 +48,13 @@ def add_parser(sub: Any) -> None:
 def _up(args: argparse.Namespace) -> int:
     from slinky.dev import stack
 
-    return stack.up(nodes=args.nodes, slurmd=args.slurmd, workers=not args.no_workers, worker_nodes=args.worker_nodes)
+    return stack.up(
+        nodes=args.nodes,
+        slurmd=args.slurmd,
+        workers=not args.no_workers,
+        worker_nodes=args.worker_nodes,
+        real=args.real_nodes,
+    )
 
 
 def _status(args: argparse.Namespace) -> int:

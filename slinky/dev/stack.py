@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slinky import wellknown
-from slinky.dev import aggregation, slurmd_runtime, slurmd_spec
+from slinky.dev import aggregation, real_nodes, slurmd_runtime, slurmd_spec
 from slinky.dev import webhook as dev_webhook
 from slinky.dev.procs import ProcessTable
 
@@ -50,6 +50,7 @@ HOST_PACKAGES = {
     "mariadbd": "mariadb-server",
     "mariadb-install-db": "mariadb-server",
     "mariadb": "mariadb-client",
+    **real_nodes.RUNTIME_PACKAGES,
 }
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 REFLECT2_DIR = Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
@@ -75,6 +76,8 @@ class Ports:
     """The bridge worker's metrics; the Temporal SDK's are on the next port."""
     mariadb: int = 13306
     """MariaDB on loopback and the pods' bridge address (``slurmd_spec.BRIDGE_ADDRESS``)."""
+    registry: int = 15000
+    """The image registry (Debian's docker-registry), on the real nodes' bridge address (plain HTTP)."""
 
 
 PORTS = Ports()
@@ -158,6 +161,8 @@ def preflight() -> None:
     missing = list(dict.fromkeys(pkg for tool, pkg in HOST_PACKAGES.items() if shutil.which(tool) is None))
     if not REFLECT2_DIR.is_dir():
         missing.append("golang-github-modern-go-reflect2-dev")
+    if not (real_nodes.CNI_BIN / "bridge").is_file():
+        missing.append("containernetworking-plugins")
     if missing:
         log(f"installing host packages: {' '.join(missing)}")
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
@@ -240,6 +245,13 @@ def ensure_artifacts() -> None:
     ) or _cached_id(KUBE_BIN / "BUILD_ID") != build_id("build-kubernetes.sh"):
         log("building kube-apiserver, kube-controller-manager, kube-scheduler v1.20.2 (once; ~6-10 min)")
         _with_progress("kubernetes build", ["bash", str(DEPLOY_DEV / "build-kubernetes.sh"), str(KUBE_BIN)])
+    if not all((KUBE_BIN / b).is_file() for b in ("kubelet", "kube-proxy", "pause")) or _cached_id(
+        KUBE_BIN / "BUILD_ID.node"
+    ) != build_id("build-kubernetes.sh"):
+        log("building kubelet, kube-proxy v1.20.2 and the pause binary (once; ~4-6 min)")
+        _with_progress(
+            "kubernetes node build", ["bash", str(DEPLOY_DEV / "build-kubernetes.sh"), str(KUBE_BIN), "node"]
+        )
     if not SLURM_TARBALL.is_file() or _cached_id(SLURM_TARBALL.with_name(SLURM_TARBALL.name + ".id")) != build_id(
         "build-slurm-rootfs.sh"
     ):
@@ -274,42 +286,7 @@ def _write_certs() -> None:
             str(d / "ca.crt"),
         ]
     )
-    _run(["openssl", "genrsa", "-out", str(d / "apiserver.key"), "2048"])
-    ext = d / "san.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc\n")
-    _run(
-        [
-            "openssl",
-            "req",
-            "-new",
-            "-key",
-            str(d / "apiserver.key"),
-            "-subj",
-            "/CN=kube-apiserver",
-            "-out",
-            str(d / "apiserver.csr"),
-        ]
-    )
-    _run(
-        [
-            "openssl",
-            "x509",
-            "-req",
-            "-in",
-            str(d / "apiserver.csr"),
-            "-CA",
-            str(d / "ca.crt"),
-            "-CAkey",
-            str(d / "ca.key"),
-            "-CAcreateserial",
-            "-days",
-            "3650",
-            "-extfile",
-            str(ext),
-            "-out",
-            str(d / "apiserver.crt"),
-        ]
-    )
+    aggregation.sign(d, "apiserver", "kube-apiserver", "ca", APISERVER_SANS)
     _run(["openssl", "genrsa", "-out", str(d / "sa.key"), "2048"])
     _run(["openssl", "rsa", "-in", str(d / "sa.key"), "-pubout", "-out", str(d / "sa.pub")])
     token = secrets.token_hex(24)
@@ -338,6 +315,60 @@ def _write_certs() -> None:
     (d / "kubeconfig").chmod(0o600)
 
 
+APISERVER_SANS = (
+    f"subjectAltName=IP:127.0.0.1,IP:{real_nodes.HOST_ADDRESS},IP:{real_nodes.SERVICE_NETWORK[1]},DNS:localhost,"
+    "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,"
+    f"DNS:kubernetes.default.svc.{real_nodes.CLUSTER_DOMAIN}\n"
+)
+"""What the apiserver's certificate names: loopback for the host, the bridge address where the real nodes reach
+it (through the relay), and the ``kubernetes`` Service's ClusterIP and names for pods (in-cluster config)."""
+REAL_NODES_MAX = 4
+"""Real nodes the credentials are made for (``slinky dev up --real-nodes N``, N up to this)."""
+KUBE_PROXY_USER = "system:kube-proxy"
+
+
+def _ensure_node_credentials() -> bool:
+    """Re-sign the apiserver's certificate when its names are not ``APISERVER_SANS`` (a stack made before the
+    real nodes), the apiserver's kubelet client certificate, and a token per real node (``system:node:NAME`` in
+    ``system:nodes``: the Node authorizer's identity) and for kube-proxy. True when the apiserver must restart to
+    read them."""
+    d = _kube_dir()
+    changed = False
+    made_with = (d / "apiserver.ext").read_text() if (d / "apiserver.ext").is_file() else ""
+    if made_with != APISERVER_SANS:
+        aggregation.sign(d, "apiserver", "kube-apiserver", "ca", APISERVER_SANS, new_key=False)
+        changed = True
+    if not (d / "kubelet-client.crt").is_file():
+        # O=system:masters: the kubelets' webhook authorization allows the apiserver's logs and exec.
+        aggregation.sign(
+            d, "kubelet-client", "kube-apiserver-kubelet-client", "ca", "extendedKeyUsage=clientAuth\n",
+            org="system:masters",
+        )  # fmt: skip
+        changed = True
+    tokens = _node_tokens()
+    lines = (d / "tokens.csv").read_text().splitlines()
+    users = {line.split(",")[1] for line in lines if line.count(",") >= 2}
+    for user, token in tokens.items():
+        if user not in users:
+            group = "system:nodes" if user.startswith("system:node:") else ""
+            lines.append(f'{token},{user},{user},"{group}"' if group else f"{token},{user},{user}")
+            changed = True
+    (d / "tokens.csv").write_text("\n".join(lines) + "\n")
+    return changed
+
+
+def _node_tokens() -> dict[str, str]:
+    """The real nodes' and kube-proxy's tokens by user, made once and kept in ``kube/node-tokens.json``."""
+    path = _kube_dir() / "node-tokens.json"
+    tokens: dict[str, str] = json.loads(path.read_text()) if path.is_file() else {}
+    wanted = [f"system:node:{real_nodes.RealNode(i).name}" for i in range(1, REAL_NODES_MAX + 1)] + [KUBE_PROXY_USER]
+    for user in wanted:
+        tokens.setdefault(user, secrets.token_hex(24))
+    path.write_text(json.dumps(tokens, indent=2))
+    path.chmod(0o600)
+    return tokens
+
+
 def _apiserver_ready() -> bool:
     import ssl
 
@@ -354,6 +385,8 @@ def _apiserver_ready() -> bool:
 def start_kubernetes(procs: ProcessTable) -> None:
     _write_certs()
     aggregation.ensure_certs(_kube_dir())
+    if _ensure_node_credentials() and procs.stop("kube-apiserver"):
+        log("kube-apiserver restarted to read the real nodes' credentials")
     d = _kube_dir()
     logs = STATE / "logs"
     if procs.running("etcd") is None:
@@ -401,6 +434,9 @@ def start_kubernetes(procs: ProcessTable) -> None:
                 f"--tls-private-key-file={d / 'apiserver.key'}",
                 f"--client-ca-file={d / 'ca.crt'}",
                 "--authorization-mode=Node,RBAC",
+                # Presented to the real nodes' kubelets (logs, exec, port-forward): system:masters.
+                f"--kubelet-client-certificate={d / 'kubelet-client.crt'}",
+                f"--kubelet-client-key={d / 'kubelet-client.key'}",
                 f"--token-auth-file={d / 'tokens.csv'}",
                 "--endpoint-reconciler-type=none",
                 "--service-account-issuer=https://kubernetes.default.svc",
@@ -423,31 +459,48 @@ def start_kubernetes(procs: ProcessTable) -> None:
         log("kube-apiserver already running")
     _wait("kube-apiserver", _apiserver_ready, timeout=90)
     aggregation.register(d / "kubeconfig", d)
-    if procs.running("kube-controller-manager") is None:
-        procs.start(
-            "kube-controller-manager",
-            [
-                str(KUBE_BIN / "kube-controller-manager"),
-                f"--kubeconfig={d / 'kubeconfig'}",
-                "--controllers=job,garbagecollector,namespace,replicaset,deployment,statefulset,endpoint,"
-                "persistentvolume-binder,pvc-protection,pv-protection,horizontalpodautoscaling",
-                "--feature-gates=HPAScaleToZero=true",
-                # Kubernetes' default is 15 s; the stack's autoscaling demo and tests would wait 3x longer.
-                "--horizontal-pod-autoscaler-sync-period=5s",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                "--secure-port=0",
-                "--port=0",
-                "--kube-api-qps=200",
-                "--kube-api-burst=400",
-            ],
-            log=logs / "kube-controller-manager.log",
-        )
+    argv = [
+        str(KUBE_BIN / "kube-controller-manager"),
+        f"--kubeconfig={d / 'kubeconfig'}",
+        # What a cluster runs, but the cloud's (route, service, cloud-node-lifecycle), node IPAM (the real
+        # nodes' pod subnets are fixed) and CSR signing/approval (node credentials are tokens).
+        f"--controllers={','.join(CONTROLLERS)}",
+        f"--service-account-private-key-file={d / 'sa.key'}",
+        f"--root-ca-file={d / 'ca.crt'}",
+        "--feature-gates=HPAScaleToZero=true",
+        # Kubernetes' default is 15 s; the stack's autoscaling demo and tests would wait 3x longer.
+        "--horizontal-pod-autoscaler-sync-period=5s",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        "--secure-port=0",
+        "--port=0",
+        "--kube-api-qps=200",
+        "--kube-api-burst=400",
+    ]
+    pid = procs.running("kube-controller-manager")
+    if pid is not None and _cmdline(pid) != argv:
+        log("kube-controller-manager running with other arguments: restarting it")
+        procs.stop("kube-controller-manager")
+        pid = None
+    if pid is None:
+        procs.start("kube-controller-manager", argv, log=logs / "kube-controller-manager.log")
         _still_alive(procs, "kube-controller-manager")
         log("kube-controller-manager started")
     else:
         log("kube-controller-manager already running")
     start_kube_scheduler(procs)
+
+
+CONTROLLERS = (
+    "attachdetach", "clusterrole-aggregation", "cronjob", "csrcleaner", "daemonset", "deployment", "disruption",
+    "endpoint", "endpointslice", "endpointslicemirroring", "ephemeral-volume", "garbagecollector",
+    "horizontalpodautoscaling", "job", "namespace", "nodelifecycle", "persistentvolume-binder",
+    "persistentvolume-expander", "podgc", "pv-protection", "pvc-protection", "replicaset", "replicationcontroller",
+    "resourcequota", "root-ca-cert-publisher", "serviceaccount", "serviceaccount-token", "statefulset", "ttl",
+    "ttl-after-finished",
+)  # fmt: skip
+"""kube-controller-manager's controllers: node lifecycle and pod GC among them (a pod bound to a node that was
+deleted is removed, as on a cluster)."""
 
 
 def _scheduler_config() -> str:
@@ -1250,6 +1303,130 @@ def _delete_netns() -> None:
     _netns_file().unlink()
 
 
+# --------------------------------------------------------------------------------------------- real nodes
+REAL_NODE_TAINT = {"key": "node.slinky.slurm.net/real", "value": "true", "effect": "NoSchedule"}
+"""Real nodes take only the pods that tolerate this (the images' pods); every other pod lands on a simulated node
+as before, where no image needs to exist."""
+
+
+def real_nodes_state() -> Path:
+    return STATE / "real-nodes"
+
+
+def _real_stack() -> real_nodes.Stack:
+    tokens = _node_tokens()
+    return real_nodes.Stack(
+        state=real_nodes_state(),
+        bin=KUBE_BIN,
+        ca=_kube_dir() / "ca.crt",
+        api_server=f"https://{real_nodes.HOST_ADDRESS}:{PORTS.apiserver}",
+        node_tokens={u.removeprefix("system:node:"): t for u, t in tokens.items() if u.startswith("system:node:")},
+        proxy_token=tokens[KUBE_PROXY_USER],
+        registry=f"{real_nodes.HOST_ADDRESS}:{PORTS.registry}",
+        logs=STATE / "logs",
+        taints=[f"{REAL_NODE_TAINT['key']}={REAL_NODE_TAINT['value']}:{REAL_NODE_TAINT['effect']}"],
+    )
+
+
+def _cluster_services() -> None:
+    """What the real nodes' pods reach through kube-proxy: the ``kubernetes`` Service's endpoints (the apiserver
+    reconciles none: ``--endpoint-reconciler-type=none``) at the relay on the bridge."""
+    endpoints = {
+        "apiVersion": "v1",
+        "kind": "Endpoints",
+        "metadata": {"name": "kubernetes", "namespace": "default"},
+        "subsets": [
+            {
+                "addresses": [{"ip": real_nodes.HOST_ADDRESS}],
+                "ports": [{"name": "https", "port": PORTS.apiserver, "protocol": "TCP"}],
+            }
+        ],
+    }
+    with dev_webhook.KubeSync(_kube_dir() / "kubeconfig") as kube:
+        kube.apply("/api/v1/namespaces/default/endpoints", endpoints)
+
+
+def start_cluster_network(procs: ProcessTable) -> None:
+    """The bridge of the real nodes, the API server's relay on it, and cluster DNS (dnsmasq + its feeder)."""
+    real_nodes.ensure_bridge()
+    relay = f"{real_nodes.HOST_ADDRESS}:{PORTS.apiserver}"
+    if procs.running("apiserver-relay") is None:
+        procs.start(
+            "apiserver-relay",
+            [sys.executable, "-m", "slinky.dev.tcp_relay", relay, f"127.0.0.1:{PORTS.apiserver}"],
+            log=STATE / "logs" / "apiserver-relay.log",
+            cwd=REPO,
+        )
+        _still_alive(procs, "apiserver-relay")
+    _cluster_services()
+    dns = STATE / "dns"
+    dns.mkdir(parents=True, exist_ok=True)
+    hosts = dns / "hosts"
+    if not hosts.exists():
+        hosts.write_text("")
+    if procs.running("dnsmasq") is None:
+        procs.start(
+            "dnsmasq",
+            [
+                "dnsmasq",
+                "--keep-in-foreground",
+                "--log-facility=-",
+                f"--pid-file={dns / 'dnsmasq.pid'}",
+                f"--listen-address={real_nodes.HOST_ADDRESS}",
+                "--bind-interfaces",
+                "--except-interface=lo",
+                "--no-resolv",
+                "--no-hosts",
+                f"--addn-hosts={hosts}",
+                f"--local=/{real_nodes.CLUSTER_DOMAIN}/",
+                "--local-ttl=5",
+                "--user=root",
+            ],
+            log=STATE / "logs" / "dnsmasq.log",
+        )
+        _still_alive(procs, "dnsmasq")
+    if procs.running("cluster-dns") is None:
+        procs.start(
+            "cluster-dns",
+            [
+                sys.executable,
+                "-m",
+                "slinky.dev.cluster_dns",
+                "--kubeconfig",
+                str(_kube_dir() / "kubeconfig"),
+                "--hosts",
+                str(hosts),
+                "--dnsmasq-pid-file",
+                str(dns / "dnsmasq.pid"),
+            ],
+            log=STATE / "logs" / "cluster-dns.log",
+            cwd=REPO,
+        )
+        _still_alive(procs, "cluster-dns")
+    log(f"cluster network: API server relay and DNS on {real_nodes.HOST_ADDRESS}")
+
+
+def start_real_nodes(procs: ProcessTable, count: int) -> None:
+    """``count`` real kubelet nodes (docs/dev-stack.md, "Real nodes"), Ready when this returns."""
+    if count > REAL_NODES_MAX:
+        raise StackError(f"--real-nodes {count}: at most {REAL_NODES_MAX}")
+    nodes = real_nodes.start(procs, _real_stack(), count, log)
+    names = {n.name for n in nodes}
+
+    def ready() -> bool:
+        with dev_webhook.KubeSync(_kube_dir() / "kubeconfig") as kube:
+            listed = kube.request("GET", "/api/v1/nodes", params={"labelSelector": real_nodes.NODE_LABEL}).json()
+        up = {
+            n["metadata"]["name"]
+            for n in listed.get("items", [])
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+        }
+        return names <= up
+
+    _wait(f"{count} real nodes Ready", ready, timeout=120)
+    log(f"{count} real node(s) Ready: {', '.join(sorted(names))}")
+
+
 # --------------------------------------------------------------------------------------------- temporal
 def temporal_cli() -> Path:
     return Path(sysconfig.get_path("scripts")) / "temporal"
@@ -1437,6 +1614,9 @@ COMPONENTS = (
     "kube-apiserver",
     "kube-controller-manager",
     "kube-scheduler",
+    "apiserver-relay",
+    "dnsmasq",
+    "cluster-dns",
     "mariadb",
     "node-agent",
     "munged",
@@ -1460,7 +1640,7 @@ def kill(name: str) -> int | None:
     return ProcessTable(STATE / "pids").kill(name)
 
 
-def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True, worker_nodes: int = 4) -> int:
+def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True, worker_nodes: int = 4, real: int = 2) -> int:
     started = time.monotonic()
     down_before = crashed()
     if down_before:
@@ -1478,6 +1658,9 @@ def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True, worker_nodes: i
         start_mariadb(procs)  # after the bridge (it listens on its address), before anything using a database
         start_slurm(procs, nodes)
         start_node_agent(procs, nodes, worker_nodes)
+        start_cluster_network(procs)
+        if real:
+            start_real_nodes(procs, real)
         start_temporal(procs)
         dev_webhook.up(procs, STATE, _kube_dir() / "kubeconfig")
         log(f"admission webhook up on 127.0.0.1:{dev_webhook.PORT}, registered as pods.slinky.slurm.net")
@@ -1528,7 +1711,8 @@ def status(*, quiet: bool = False) -> int:
         "webhook": lambda: dev_webhook.healthy(STATE / "webhook" / "ca.crt"),
     }
     healthy = True
-    for name in COMPONENTS:
+    real = [n for n in procs.names() if n.startswith("real-")]  # real nodes' daemons: real-N-kubelet, ...
+    for name in [*COMPONENTS, *real]:
         pid = procs.running(name)
         if pid is None and name == "bridge-worker" and not (STATE / "pids" / "bridge-worker.pid").exists():
             if not quiet:
@@ -1575,6 +1759,7 @@ def down() -> int:
     stopped = slurmd_runtime.stop_all(_slurmd_pods_dir())
     if stopped:
         log(f"stopped {stopped} slurmd pod process(es) and deleted their namespaces")
+    real_nodes.stop(procs, log)
     # Reverse start order: clients before servers.
     extra = [n for n in procs.names() if n not in COMPONENTS]  # workers and anything started later
     for name in [*extra, *reversed(COMPONENTS)]:
