@@ -20,7 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from slinky import wellknown
-from slinky.bridge import pods
+from slinky.bridge import admission, pods
 from slinky.bridge.grouping import KIND_LWS, GroupRef
 from slinky.bridge.models.workload import (
     BindPodsInput,
@@ -321,10 +321,13 @@ class KubeActivities:
         return out
 
     async def _bind(self, ref: PodRef, slurm_node: str) -> str | None:
-        """POST the binding straight away (the common case); read the pod only when the server objects."""
+        """POST the binding straight away (the common case); read the pod only when the server objects, or when
+        the pod watcher does not hold it (the managed-node toleration is checked first)."""
         node = self.nodes.kube_node_for(slurm_node)
         if node is None:
             raise ApplicationError(f"Slurm node {slurm_node} maps to no Kubernetes node", type="NoKubeNodeMatch")
+        if not await self._tolerate_managed_node(ref):
+            return None
         # The API server copies a Binding's annotations onto the pod: node annotation and binding in one call.
         binding = {
             "apiVersion": "v1",
@@ -357,6 +360,28 @@ class KubeActivities:
                 return None  # the namespace is being deleted: its pods are going
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         return node
+
+    async def _tolerate_managed_node(self, ref: PodRef) -> bool:
+        """Add the managed-node toleration to a pod that came without it (it skipped the admission webhook): a
+        bridged node is tainted NoExecute, and Kubernetes' taint manager evicts a pod bound there without it.
+        The pod watcher's copy says whether one is needed (no call for a pod the webhook mutated). False: gone."""
+        pod = await self._cached_or_get_pod(ref)
+        if pod is None:
+            return False
+        spec = pod.get("spec") or {}
+        ops = admission.toleration_ops(spec, str(spec.get("schedulerName") or ""))
+        if not ops:
+            return True
+        test = {"op": "test", "path": "/metadata/uid", "value": ref.uid}
+        try:
+            await self.kube.patch(pod_path(ref.namespace, ref.name), [test, *ops], patch_type="json", decode=False)
+        except KubeNotFound:
+            return False
+        except KubeRejected as err:
+            if err.status_code == 422:  # the UID test failed (a newer pod of that name), or the pod is deleting
+                return False
+            raise
+        return True
 
     @activity.defn(name="place_pods")
     async def place_pods(self, data: PlacePodsInput) -> BindPodsResult:

@@ -51,6 +51,7 @@ sys.path.insert(0, str(REPO))
 from bench import temporal_floor
 from bench.common import CpuMeter, Progress, run_cancellable, slurm_rest
 from slinky import hostlist, wellknown
+from slinky.bridge.admission import managed_node_toleration
 from slinky.bridge.grouping import KIND_PODGROUP, GroupRef
 from slinky.clients.errors import KubeNotFound
 from slinky.clients.kube import KubeClient, pod_path
@@ -515,6 +516,8 @@ class Bench:
                             "metadata": {"name": n, "namespace": ns, "labels": {wellknown.LABEL_POD_GROUP: "g"}},
                             "spec": {
                                 "schedulerName": wellknown.SCHEDULER_NAME,
+                                # What the admission webhook adds in a managed namespace (not added at bind).
+                                "tolerations": [managed_node_toleration(wellknown.SCHEDULER_NAME)],
                                 "containers": [{"name": "c", "image": "busybox"}],
                             },
                         },

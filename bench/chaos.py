@@ -56,6 +56,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.common import Progress  # noqa: E402
 from slinky import wellknown  # noqa: E402
+from slinky.bridge.admission import managed_node_toleration  # noqa: E402
 from slinky.bridge.models.jobspec import pods_from_admin_comment  # noqa: E402
 from slinky.bridge.models.workload import job_owner_from_comment  # noqa: E402
 from slinky.dev import stack  # noqa: E402
@@ -139,6 +140,8 @@ def _pod(namespace: str, name: str, run_seconds: int, group: str | None = None) 
         "spec": {
             "schedulerName": wellknown.SCHEDULER_NAME,
             "restartPolicy": "Never",
+            # What the admission webhook adds in a managed namespace (not added at bind).
+            "tolerations": [managed_node_toleration(wellknown.SCHEDULER_NAME)],
             "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}],
         },
     }

@@ -38,6 +38,7 @@ from typing import Any
 
 from bench.common import CpuMeter, Progress, cpu_seconds, run_cancellable, slurm_rest
 from slinky import wellknown
+from slinky.bridge.admission import managed_node_toleration
 from slinky.clients.errors import KubeError, KubeUnavailable
 from slinky.clients.kube import KubeClient, pod_path
 from slinky.dev import stack
@@ -134,6 +135,8 @@ class Scale:
                 "spec": {
                     "schedulerName": wellknown.SCHEDULER_NAME,
                     "restartPolicy": "Never",
+                    # What the admission webhook adds in a managed namespace (not added at bind).
+                    "tolerations": [managed_node_toleration(wellknown.SCHEDULER_NAME)],
                     "containers": [{"name": "c", "image": "busybox"}],
                 },
             }

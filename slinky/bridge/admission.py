@@ -278,13 +278,21 @@ def pod_patch(pod: Mapping[str, Any], settings: AdmissionSettings, *, create: bo
         return []
     if scheduler != settings.scheduler_name:
         return ops
-    toleration = managed_node_toleration(settings.scheduler_name)
+    return ops + toleration_ops(spec, settings.scheduler_name)
+
+
+def toleration_ops(spec: Mapping[str, Any], scheduler_name: str) -> list[Obj]:
+    """The JSONPatch operation that adds the managed-node toleration to a pod spec, or none when it tolerates the
+    taint already: what the admission webhook adds at create, and the bridge before it binds a pod that came
+    without it (upstream's scheduler plugin adds it in PreEnqueue), so a bridged node's NoExecute taint never
+    evicts a pod the bridge placed there."""
+    toleration = managed_node_toleration(scheduler_name)
     tolerations = spec.get("tolerations")
     if not tolerations:
-        ops.append({"op": "add", "path": "/spec/tolerations", "value": [toleration]})
-    elif not any(_tolerates(t, toleration) for t in tolerations):
-        ops.append({"op": "add", "path": "/spec/tolerations/-", "value": toleration})
-    return ops
+        return [{"op": "add", "path": "/spec/tolerations", "value": [toleration]}]
+    if not any(_tolerates(t, toleration) for t in tolerations):
+        return [{"op": "add", "path": "/spec/tolerations/-", "value": toleration}]
+    return []
 
 
 def managed_node_toleration(scheduler_name: str) -> Obj:

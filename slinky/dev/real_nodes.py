@@ -28,9 +28,7 @@ import contextlib
 import functools
 import ipaddress
 import json
-import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -38,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from slinky.dev import slurmd_runtime
 from slinky.dev.procs import ProcessTable
 
 BRIDGE: Final = "slkrn0"
@@ -63,6 +62,8 @@ RUNTIME_PACKAGES: Final = {
     "conntrack": "conntrack",
     "dnsmasq": "dnsmasq-base",
     "busybox": "busybox-static",
+    "docker-registry": "docker-registry",
+    "skopeo": "skopeo",
 }
 """Commands the real nodes need, and the Debian 12 package of each (the CNI plugins: ``containernetworking-plugins``,
 checked by path)."""
@@ -438,7 +439,8 @@ def stop(procs: ProcessTable, log: Callable[[str], None]) -> None:
         node = RealNode(index)
         for component in reversed(COMPONENTS):
             procs.stop(node.process(component))
-        killed = _kill_netns(node.netns)
+        killed = len(slurmd_runtime.namespace_pids(node.netns))
+        slurmd_runtime.kill_namespace(node.netns)
         if _is_mountpoint(node.mount_ns):
             _run(["umount", str(node.mount_ns)], check=False)
         node.mount_ns.unlink(missing_ok=True)
@@ -455,25 +457,6 @@ def stop(procs: ProcessTable, log: Callable[[str], None]) -> None:
         _run(["ip", "link", "delete", BRIDGE], check=False)
     if _is_mountpoint(MOUNT_DIR) and not any(MOUNT_DIR.iterdir()):
         _run(["umount", str(MOUNT_DIR)], check=False)
-
-
-def _kill_netns(netns: str) -> int:
-    """SIGKILL every process in the network namespace (containers and their shims); how many there were."""
-    try:
-        inode = os.stat(f"/run/netns/{netns}").st_ino
-    except OSError:
-        return 0
-    wanted = f"net:[{inode}]"
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if os.readlink(entry / "ns" / "net") == wanted:
-                    pids.append(int(entry.name))
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    return len(pids)
 
 
 def ensure_cgroups(root: str) -> None:

@@ -1322,7 +1322,7 @@ def _real_stack() -> real_nodes.Stack:
         api_server=f"https://{real_nodes.HOST_ADDRESS}:{PORTS.apiserver}",
         node_tokens={u.removeprefix("system:node:"): t for u, t in tokens.items() if u.startswith("system:node:")},
         proxy_token=tokens[KUBE_PROXY_USER],
-        registry=f"{real_nodes.HOST_ADDRESS}:{PORTS.registry}",
+        registry=registry_address(),
         logs=STATE / "logs",
         taints=[f"{REAL_NODE_TAINT['key']}={REAL_NODE_TAINT['value']}:{REAL_NODE_TAINT['effect']}"],
     )
@@ -1403,7 +1403,77 @@ def start_cluster_network(procs: ProcessTable) -> None:
             cwd=REPO,
         )
         _still_alive(procs, "cluster-dns")
-    log(f"cluster network: API server relay and DNS on {real_nodes.HOST_ADDRESS}")
+    start_registry(procs)
+    log(f"cluster network: API server relay, DNS and the image registry on {real_nodes.HOST_ADDRESS}")
+
+
+REGISTRY_DIR = CACHE / "registry"
+"""The registry's storage: outside the repository and the stack's state, so built images outlive ``dev down``."""
+
+
+def registry_address() -> str:
+    """``HOST:PORT`` of the stack's image registry, as the nodes pull from it and ``make images`` pushes to it."""
+    return f"{real_nodes.HOST_ADDRESS}:{PORTS.registry}"
+
+
+def start_registry(procs: ProcessTable) -> None:
+    """Debian's docker-registry (distribution 2.8) on the nodes' bridge, plain HTTP, no authentication: the
+    registry a user's cluster pulls from, here. Its storage is cached beside the build cache."""
+    if procs.running("registry") is not None:
+        return
+    REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
+    config = STATE / "registry.yml"
+    config.write_text(
+        json.dumps(
+            {
+                "version": 0.1,
+                "log": {"level": "warn", "fields": {"service": "registry"}},
+                "storage": {"filesystem": {"rootdirectory": str(REGISTRY_DIR)}, "delete": {"enabled": True}},
+                "http": {"addr": registry_address(), "headers": {"X-Content-Type-Options": ["nosniff"]}},
+            }
+        )
+    )
+    procs.start("registry", ["docker-registry", "serve", str(config)], log=STATE / "logs" / "registry.log")
+    _wait("the image registry", _registry_ready, timeout=30)
+
+
+def push_base_images() -> None:
+    """The stack's own small images into its registry (``slinky/busybox``, ``slinky/pause``), from the archives
+    the real nodes import: what a pod names to be pulled as on a user's cluster."""
+    for archive, image in (
+        ("busybox.oci.tar", real_nodes.TOOLBOX_IMAGE),
+        ("pause.oci.tar", real_nodes.PAUSE_IMAGE),
+    ):
+        source = real_nodes_state() / archive
+        target = f"{registry_address()}/slinky/{image.rsplit('/', 1)[1]}"
+        if not source.is_file() or _registry_has(target):
+            continue
+        _run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false", f"oci-archive:{source}", f"docker://{target}"])
+        log(f"pushed {target}")
+
+
+def _registry_has(image: str) -> bool:
+    """Whether the registry has this ``HOST:PORT/REPO:TAG``."""
+    host, _, rest = image.partition("/")
+    repo, _, tag = rest.rpartition(":")
+    request = urllib.request.Request(
+        f"http://{host}/v2/{repo}/manifests/{tag}",
+        method="HEAD",
+        headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def _registry_ready() -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{registry_address()}/v2/", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
 
 
 def start_real_nodes(procs: ProcessTable, count: int) -> None:
@@ -1411,6 +1481,7 @@ def start_real_nodes(procs: ProcessTable, count: int) -> None:
     if count > REAL_NODES_MAX:
         raise StackError(f"--real-nodes {count}: at most {REAL_NODES_MAX}")
     nodes = real_nodes.start(procs, _real_stack(), count, log)
+    push_base_images()
     names = {n.name for n in nodes}
 
     def ready() -> bool:
@@ -1617,6 +1688,7 @@ COMPONENTS = (
     "apiserver-relay",
     "dnsmasq",
     "cluster-dns",
+    "registry",
     "mariadb",
     "node-agent",
     "munged",
@@ -1709,6 +1781,7 @@ def status(*, quiet: bool = False) -> int:
         "slurmrestd": _rest_ready,
         "temporal": _temporal_ready,
         "webhook": lambda: dev_webhook.healthy(STATE / "webhook" / "ca.crt"),
+        "registry": _registry_ready,
     }
     healthy = True
     real = [n for n in procs.names() if n.startswith("real-")]  # real nodes' daemons: real-N-kubelet, ...

@@ -51,8 +51,8 @@ def slurm(dev_env: dict[str, str], token: str | None = None) -> httpx.Client:
 def test_kubernetes_nodes_are_ready_and_match_slurm_external_nodes(
     dev_env: dict[str, str], core: client.CoreV1Api
 ) -> None:
-    # The worker nodes (for NodeSet pods) are never bridged into Slurm; every other node is.
-    bridged = core.list_node(label_selector="sim.slinky.slurm.net/pool!=workers").items
+    # The worker nodes (for NodeSet pods) and the real nodes are not bridged into Slurm (yet); every other node is.
+    bridged = core.list_node(label_selector="sim.slinky.slurm.net/pool!=workers,!node.slinky.slurm.net/real").items
     nodes = {n.metadata.name: n for n in bridged}
     assert len(nodes) >= 1 and len(core.list_node().items) > len(nodes)
     for node in nodes.values():
@@ -87,6 +87,8 @@ def test_job_controller_creates_pods_and_completes_the_job(
             restart_policy="Never",
             scheduler_name="no-scheduler",  # not the bridge's: this test binds by hand
             containers=[client.V1Container(name="main", image="busybox")],
+            # slinky-node-1 is a bridged node, tainted NoExecute: the taint manager evicts a pod without this.
+            tolerations=[client.V1Toleration(key=wellknown.TAINT_MANAGED_NODE, operator="Exists", effect="NoExecute")],
         ),
     )
     batch.create_namespaced_job(

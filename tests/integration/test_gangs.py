@@ -122,6 +122,30 @@ spec:
     )
 
 
+def lws_group(ns: str, name: str, key: str, size: int, container: str) -> str:
+    """Group 0 of LeaderWorkerSet ``name``: its ``size`` pods as the LWS controller names and labels them."""
+    return "".join(
+        f"""
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}-0{"" if i == 0 else f"-{i}"}
+  namespace: {ns}
+  labels:
+    "{wellknown.LABEL_LWS_NAME}": {name}
+    "{wellknown.LABEL_LWS_GROUP_INDEX}": "0"
+    "{wellknown.LABEL_LWS_GROUP_KEY}": "{key}"
+    "{wellknown.LABEL_LWS_WORKER_INDEX}": "{i}"
+  annotations: {{"{wellknown.ANNOTATION_LWS_SIZE}": "{size}"}}
+spec:
+  schedulerName: {wellknown.SCHEDULER_NAME}
+  containers: [{container}]
+"""
+        for i in range(size)
+    )
+
+
 def bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for p in pods if p["spec"].get("nodeName")]
 
@@ -228,27 +252,7 @@ metadata:
   annotations: {{"{wellknown.ANNOTATION_TIMELIMIT}": "30"}}
 spec: {{replicas: 1, leaderWorkerTemplate: {{size: 4}}}}
 """)
-    key = uuid.uuid4().hex
-    pods = "".join(
-        f"""
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: llm-0{"" if i == 0 else f"-{i}"}
-  namespace: {ns}
-  labels:
-    "{wellknown.LABEL_LWS_NAME}": llm
-    "{wellknown.LABEL_LWS_GROUP_INDEX}": "0"
-    "{wellknown.LABEL_LWS_GROUP_KEY}": "{key}"
-    "{wellknown.LABEL_LWS_WORKER_INDEX}": "{i}"
-  annotations: {{"{wellknown.ANNOTATION_LWS_SIZE}": "4"}}
-spec:
-  schedulerName: {wellknown.SCHEDULER_NAME}
-  containers: [{{name: c, image: vllm, resources: {{requests: {{cpu: "1"}}}}}}]
-"""
-        for i in range(4)
-    )
+    pods = lws_group(ns, "llm", uuid.uuid4().hex, 4, '{name: c, image: vllm, resources: {requests: {cpu: "1"}}}')
     cluster.apply(pods)
     got = eventually(lambda: (lambda p: p if len(bound(p)) == 4 else None)(cluster.pods(ns)), 90, "4 bound")
     assert len({p["spec"]["nodeName"] for p in got}) == 4
@@ -574,27 +578,7 @@ kind: LeaderWorkerSet
 metadata: {{name: lws, namespace: {ns}}}
 spec: {{replicas: 1, leaderWorkerTemplate: {{size: 2, restartPolicy: RecreateGroupOnPodRestart}}}}
 """)
-    key = uuid.uuid4().hex
-    group = "".join(
-        f"""
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: lws-0{"" if i == 0 else f"-{i}"}
-  namespace: {ns}
-  labels:
-    "{wellknown.LABEL_LWS_NAME}": lws
-    "{wellknown.LABEL_LWS_GROUP_INDEX}": "0"
-    "{wellknown.LABEL_LWS_GROUP_KEY}": "{key}"
-    "{wellknown.LABEL_LWS_WORKER_INDEX}": "{i}"
-  annotations: {{"{wellknown.ANNOTATION_LWS_SIZE}": "2"}}
-spec:
-  schedulerName: {wellknown.SCHEDULER_NAME}
-  containers: [{{name: c, image: vllm}}]
-"""
-        for i in range(2)
-    )
+    group = lws_group(ns, "lws", uuid.uuid4().hex, 2, "{name: c, image: vllm}")
     cluster.apply(group)
     first = gang_bound(cluster, ns, 2, set())
     old_job = job_id_of(first)

@@ -50,6 +50,8 @@ def make_bound_pod(core: client.CoreV1Api, namespace: str, node: str, annotation
         spec=client.V1PodSpec(
             scheduler_name=NOBODYS_SCHEDULER,
             containers=[client.V1Container(name="main", image="busybox")],
+            # The bridged nodes are tainted NoExecute: Kubernetes' taint manager evicts a pod bound without this.
+            tolerations=[client.V1Toleration(key=wellknown.TAINT_MANAGED_NODE, operator="Exists", effect="NoExecute")],
         ),
     )
     core.create_namespaced_pod(namespace, pod)

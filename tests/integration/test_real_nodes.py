@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from slinky.dev import real_nodes
+from slinky.dev import real_nodes, stack
 from tests.integration.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -243,3 +243,38 @@ def test_pod_gc_removes_a_pod_whose_node_was_deleted(kubectl: Kubectl, ns: str) 
     kubectl("delete", "node", node)
     # Pod GC waits 40 s after it first sees the node missing (its quarantine), and checks every 20 s.
     eventually(lambda: not kubectl("get", "pod", "-n", ns, "orphan", "--ignore-not-found"), 120, "the orphan gone")
+
+
+def test_a_pod_pulls_its_image_from_the_stacks_registry(kubectl: Kubectl, ns: str) -> None:
+    """The nodes pull from the stack's registry as a user's cluster pulls from theirs (imagePullPolicy Always:
+    no copy the node imported is used)."""
+    image = f"{stack.registry_address()}/slinky/busybox:1.35"
+    pulled = pod(ns, "pulled", NODES[1], SLEEP, {"app": "pulled"})
+    pulled["spec"]["containers"][0].update({"image": image, "imagePullPolicy": "Always"})
+    kubectl("apply", "-f", "-", stdin=json.dumps(pulled))
+
+    def running() -> dict[str, Any] | None:
+        statuses = kubectl.json("pod", "-n", ns, "pulled")["status"].get("containerStatuses") or []
+        return statuses[0] if statuses and statuses[0].get("ready") else None
+
+    status = eventually(running, 60, "the pod Running from the pulled image")
+    assert status["image"] == image and status["imageID"].startswith(f"{image.rsplit(':', 1)[0]}@sha256:")
+    events = kubectl("get", "events", "-n", ns, "--field-selector", "involvedObject.name=pulled")
+    assert "Pulled" in events and image in events
+
+
+def test_an_image_the_registry_lacks_is_err_image_pull_where_the_user_looks(kubectl: Kubectl, ns: str) -> None:
+    image = f"{stack.registry_address()}/slinky/no-such-image:1"
+    missing = pod(ns, "missing", NODES[0], SLEEP, {"app": "missing"})
+    missing["spec"]["containers"][0]["image"] = image
+    kubectl("apply", "-f", "-", stdin=json.dumps(missing))
+
+    def waiting() -> str | None:
+        statuses = kubectl.json("pod", "-n", ns, "missing")["status"].get("containerStatuses") or []
+        reason = ((statuses[0].get("state") or {}).get("waiting") or {}).get("reason") if statuses else None
+        return str(reason) if reason in ("ErrImagePull", "ImagePullBackOff") else None
+
+    eventually(waiting, 60, "ErrImagePull or ImagePullBackOff")
+    described = kubectl("describe", "pod", "-n", ns, "missing")
+    assert "Failed to pull image" in described and image in described
+    kubectl("delete", "pod", "-n", ns, "missing", "--wait=false")

@@ -10,12 +10,36 @@ import httpx
 import pytest
 
 from activities.kube import KubeActivities
+from slinky import wellknown
+from slinky.bridge.admission import managed_node_toleration
 from slinky.bridge.models.workload import EventInput, PlacePodsInput, PodBinding, PodRef, ReleasePodsInput
 from slinky.clients.kube import KubeClient, KubeConfig
 from tests.builders import StaticNodes
 
 A = PodRef(namespace="ns", name="a", uid="uid-a")
 B = PodRef(namespace="ns", name="b", uid="uid-b")
+
+
+def pending(ref: PodRef, *, tolerated: bool = True) -> dict[str, Any]:
+    """A pending pod as the pod watcher holds it: the admission webhook gave it the managed-node toleration."""
+    tolerations = [managed_node_toleration(wellknown.SCHEDULER_NAME)] if tolerated else []
+    return {
+        "metadata": {"namespace": ref.namespace, "name": ref.name, "uid": ref.uid},
+        "spec": {"schedulerName": wellknown.SCHEDULER_NAME, "tolerations": tolerations},
+    }
+
+
+class Pending:
+    """The pod watcher's cache of pending pods (``activities.kube.PodCache``)."""
+
+    def __init__(self, *pods: dict[str, Any]) -> None:
+        self.pods = {p["metadata"]["uid"]: p for p in pods}
+
+    def pending_pod(self, uid: str) -> dict[str, Any] | None:
+        return self.pods.get(uid)
+
+    def recheck_seconds(self) -> float:
+        return 300.0
 
 
 class Recorder:
@@ -26,25 +50,37 @@ class Recorder:
         self.events.append(event)
 
 
-def activities(missing: dict[str, set[str]] | None = None) -> tuple[KubeActivities, list[str], Recorder]:
-    """Activities on a fake API server; ``missing`` names pods a verb finds gone: {"bind"|"label": {name}}."""
+def activities(
+    missing: dict[str, set[str]] | None = None, cache: Pending | None = None, served: dict[str, Any] | None = None
+) -> tuple[KubeActivities, list[str], Recorder]:
+    """Activities on a fake API server; ``missing`` names pods a verb finds gone: {"bind"|"label": {name}}. The pod
+    watcher holds ``cache`` (default: A and B, tolerated); ``served``: the pods a GET returns, by name."""
     gone = missing or {}
     requests: list[str] = []
+    bodies: dict[str, Any] = {}
 
     def handler(request: httpx.Request) -> httpx.Response:
         path = request.url.path
         name = path.split("/pods/")[1].split("/")[0]
-        verb = "bind" if path.endswith("/binding") else "label" if request.method == "PATCH" else "?"
+        verb = "bind" if path.endswith("/binding") else "label" if request.method == "PATCH" else "get"
         if request.method == "PATCH" and request.headers["content-type"] == "application/json-patch+json":
-            verb = "unfinalize"
+            body = json.loads(request.content)
+            verb = "tolerate" if any(op["path"].startswith("/spec/tolerations") for op in body) else "unfinalize"
+            bodies[f"{verb} {name}"] = body
         requests.append(f"{verb} {name}")
+        if verb == "get":
+            found = (served or {}).get(name)
+            return httpx.Response(200, json=found) if found else httpx.Response(404, json={"kind": "Status"})
         if name in gone.get(verb, set()):
             return httpx.Response(404, json={"kind": "Status", "reason": "NotFound", "code": 404})
         return httpx.Response(201 if verb == "bind" else 200, json=json.loads(request.content or b"{}"))
 
     kube = KubeClient(KubeConfig(server="https://kube.test", ssl_context=False), transport=httpx.MockTransport(handler))
     recorder = Recorder()
-    return KubeActivities(kube, StaticNodes("k8s-node"), events=recorder), requests, recorder  # type: ignore[arg-type]
+    pods = cache if cache is not None else Pending(pending(A), pending(B))
+    acts = KubeActivities(kube, StaticNodes("k8s-node"), events=recorder, pods=pods)  # type: ignore[arg-type]
+    acts.bodies = bodies  # type: ignore[attr-defined]
+    return acts, requests, recorder
 
 
 def reasons(recorder: Recorder) -> list[tuple[str, str]]:
@@ -80,6 +116,29 @@ async def test_a_queued_job_is_only_bound_and_told() -> None:
     await acts.place_pods(place(label=False))
     assert sorted(requests) == ["bind a", "bind b"]
     assert sorted(reasons(recorder)) == [("Scheduled", "a"), ("Scheduled", "b")]
+
+
+async def test_a_pod_that_skipped_the_webhook_gets_the_managed_node_toleration_before_its_binding() -> None:
+    """A bridged node is tainted NoExecute: bound without the toleration, the pod would be evicted by the taint
+    manager. The pod watcher's copy of A lacks it (one patch, UID tested); B is not held there (read, then patched)."""
+    acts, requests, _ = activities(
+        cache=Pending(pending(A, tolerated=False)), served={"b": pending(B, tolerated=False)}
+    )
+    result = await acts.place_pods(place(label=False))
+    assert result.nodes == {"uid-a": "k8s-node", "uid-b": "k8s-node"}
+    assert requests.index("tolerate a") < requests.index("bind a")
+    assert requests.index("get b") < requests.index("tolerate b") < requests.index("bind b")
+    patch = acts.bodies["tolerate a"]  # type: ignore[attr-defined]
+    assert patch == [
+        {"op": "test", "path": "/metadata/uid", "value": "uid-a"},
+        {"op": "add", "path": "/spec/tolerations", "value": [managed_node_toleration(wellknown.SCHEDULER_NAME)]},
+    ]
+
+
+async def test_a_pod_not_held_and_not_found_is_gone_without_a_binding() -> None:
+    acts, requests, _ = activities(cache=Pending(pending(A)))
+    result = await acts.place_pods(place(label=False))
+    assert result.gone == ["uid-b"] and "bind b" not in requests and requests.count("get b") == 1
 
 
 @pytest.mark.parametrize("verb", ["bind", "label"])
