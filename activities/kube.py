@@ -366,8 +366,8 @@ class KubeActivities:
         bridged node is tainted NoExecute, and Kubernetes' taint manager evicts a pod bound there without it.
         The pod watcher's copy says whether one is needed (no call for a pod the webhook mutated). False: gone."""
         pod = await self._cached_or_get_pod(ref)
-        if pod is None:
-            return False
+        if pod is None or pods.is_deleting(pod) or pods.is_terminal(pod) or pods.is_gone(pod):
+            return False  # read because the pod watcher no longer holds it: being deleted, it runs no job
         spec = pod.get("spec") or {}
         ops = admission.toleration_ops(spec, str(spec.get("schedulerName") or ""))
         if not ops:

@@ -141,6 +141,14 @@ async def test_a_pod_not_held_and_not_found_is_gone_without_a_binding() -> None:
     assert result.gone == ["uid-b"] and "bind b" not in requests and requests.count("get b") == 1
 
 
+async def test_a_pod_not_held_and_read_while_deleting_is_gone_without_a_patch_or_binding() -> None:
+    deleting = pending(B, tolerated=False)
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-28T23:00:00Z"
+    acts, requests, _ = activities(cache=Pending(pending(A)), served={"b": deleting})
+    result = await acts.place_pods(place(label=False))
+    assert result.gone == ["uid-b"] and [r for r in requests if r.endswith(" b")] == ["get b"]
+
+
 @pytest.mark.parametrize("verb", ["bind", "label"])
 async def test_a_member_gone_meanwhile_is_reported_and_gets_no_event(verb: str) -> None:
     acts, requests, recorder = activities({verb: {"b"}})
