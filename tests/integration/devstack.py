@@ -37,6 +37,22 @@ def slinky(*args: str, timeout: float = 120, env: dict[str, str] | None = None) 
     return out.stdout + out.stderr
 
 
+def kubectl(env: dict[str, str], *args: str, stdin: str | None = None, check: bool = True) -> str:
+    """``kubectl ARGS`` against the stack (``env``: ``dev_env``); its stdout; fails with its stderr unless it exits
+    0 (or ``check`` is off)."""
+    proc = subprocess.run(
+        ["kubectl", "--kubeconfig", env["KUBECONFIG"], *args],
+        input=stdin,
+        text=True,
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
+    return proc.stdout
+
+
 def scontrol(*argv: str) -> None:
     """``scontrol ARGS`` in the dev stack's Slurm root; fails unless it exits 0."""
     subprocess.run(dev_stack._chroot("/usr/bin/scontrol", *argv), check=True, capture_output=True, text=True)

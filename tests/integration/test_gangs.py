@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from slinky import wellknown
-from tests.integration.devstack import slinky, worker_killed
+from tests.integration.devstack import kubectl, slinky, worker_killed
 from tests.integration.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -37,16 +37,7 @@ class Cluster:
         )
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
-        proc = subprocess.run(
-            ["kubectl", "--kubeconfig", self.env["KUBECONFIG"], *args],
-            input=stdin,
-            text=True,
-            capture_output=True,
-            check=False,
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
-        return proc.stdout
+        return kubectl(self.env, *args, stdin=stdin, check=check)
 
     def apply(self, manifest: str) -> None:
         self.kubectl("apply", "-f", "-", stdin=manifest)

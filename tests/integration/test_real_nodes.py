@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from slinky.dev import real_nodes, stack
+from tests.integration import devstack
 from tests.integration.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -33,17 +34,7 @@ class Kubectl:
         self.env = env
 
     def __call__(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
-        proc = subprocess.run(
-            ["kubectl", "--kubeconfig", self.env["KUBECONFIG"], *args],
-            input=stdin,
-            text=True,
-            capture_output=True,
-            check=False,
-            timeout=120,
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
-        return proc.stdout
+        return devstack.kubectl(self.env, *args, stdin=stdin, check=check)
 
     def json(self, *args: str) -> Any:
         return json.loads(self("get", "-o", "json", *args))
