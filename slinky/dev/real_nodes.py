@@ -375,6 +375,10 @@ def start(procs: ProcessTable, stack: Stack, count: int, log: Callable[[str], No
     nodes = [RealNode(i) for i in range(1, count + 1)]
     ensure_bridge()
     for node in nodes:
+        if not any(procs.running(node.process(c)) for c in COMPONENTS) and _is_mountpoint(node.mount_ns):
+            # Left by a stack whose processes were all killed (a machine handed on, a stack of another checkout):
+            # its containers' mounts and addresses belong to no running node; this one starts clean.
+            _tear_down(node, log)
         ensure_network(node)
         ensure_mount_namespace(node, node_dir(stack, node))
         ensure_cgroups(node.cgroup_root)
@@ -439,24 +443,30 @@ def stop(procs: ProcessTable, log: Callable[[str], None]) -> None:
         node = RealNode(index)
         for component in reversed(COMPONENTS):
             procs.stop(node.process(component))
-        killed = len(slurmd_runtime.namespace_pids(node.netns))
-        slurmd_runtime.kill_namespace(node.netns)
-        if _is_mountpoint(node.mount_ns):
-            _run(["umount", str(node.mount_ns)], check=False)
-        node.mount_ns.unlink(missing_ok=True)
-        if node.netns in _run(["ip", "netns", "list"], check=False).stdout.split():
-            _run(["ip", "netns", "delete", node.netns], check=False)
-        # The namespace itself may outlive its file for minutes (a killed daemon's orphaned TCP sockets hold it
-        # while they retransmit): its veth goes now, from this side.
-        if Path(f"/sys/class/net/{node.host_veth}").exists():
-            _run(["ip", "link", "delete", node.host_veth], check=False)
-        _run(["ip", "route", "del", node.pod_cidr], check=False)
-        _remove_cgroups(node.cgroup_root)
-        log(f"stopped real node {node.name}" + (f" ({killed} container processes killed)" if killed else ""))
+        _tear_down(node, log)
     if Path(f"/sys/class/net/{BRIDGE}").exists():
         _run(["ip", "link", "delete", BRIDGE], check=False)
     if _is_mountpoint(MOUNT_DIR) and not any(MOUNT_DIR.iterdir()):
         _run(["umount", str(MOUNT_DIR)], check=False)
+
+
+def _tear_down(node: RealNode, log: Callable[[str], None]) -> None:
+    """What is left of a node once its daemons are stopped (or were killed): containers, namespaces, veth, route,
+    cgroups."""
+    killed = len(slurmd_runtime.namespace_pids(node.netns))
+    slurmd_runtime.kill_namespace(node.netns)
+    if _is_mountpoint(node.mount_ns):
+        _run(["umount", str(node.mount_ns)], check=False)
+    node.mount_ns.unlink(missing_ok=True)
+    if node.netns in _run(["ip", "netns", "list"], check=False).stdout.split():
+        _run(["ip", "netns", "delete", node.netns], check=False)
+    # The namespace itself may outlive its file for minutes (a killed daemon's orphaned TCP sockets hold it
+    # while they retransmit): its veth goes now, from this side.
+    if Path(f"/sys/class/net/{node.host_veth}").exists():
+        _run(["ip", "link", "delete", node.host_veth], check=False)
+    _run(["ip", "route", "del", node.pod_cidr], check=False)
+    _remove_cgroups(node.cgroup_root)
+    log(f"stopped real node {node.name}" + (f" ({killed} container processes killed)" if killed else ""))
 
 
 def ensure_cgroups(root: str) -> None:
