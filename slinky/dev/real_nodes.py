@@ -28,7 +28,6 @@ import contextlib
 import functools
 import ipaddress
 import json
-import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -498,11 +497,3 @@ def _remove_cgroups(root: str) -> None:
             if not top.exists():
                 break
             time.sleep(0.1)
-
-
-def installed() -> list[str]:
-    """Debian packages the real nodes need that are missing."""
-    missing = [pkg for tool, pkg in RUNTIME_PACKAGES.items() if shutil.which(tool) is None]
-    if not (CNI_BIN / "bridge").is_file():
-        missing.append("containernetworking-plugins")
-    return missing
