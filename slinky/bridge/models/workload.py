@@ -172,7 +172,6 @@ class ResumeState(_Msg):
     """The job re-adopting the members' nodes is still queued for them."""
     waiting: list[PodRef] = Field(default_factory=list)
     """Gang members that came after the job was submitted: not in it, kept for the gang's next lifecycle."""
-    restart: GangRestart | None = None
 
 
 class PodEventKind(StrEnum):
