@@ -192,10 +192,22 @@ def _is_mountpoint(path: Path) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ configuration
+MIRRORED_REGISTRIES: Final = ("ghcr.io",)
+"""Registries the stack's registry stands in for, as an air-gapped cluster's mirror does: upstream's manifests
+name ``ghcr.io/slinkyproject/<image>:<tag>``, and a node pulls ``<image>:<tag>`` from the stack's registry,
+where ``slinky dev up`` pushed the images built here (docs/images.md). Nothing is fetched from the host itself.
+"""
+
+
 def containerd_config(state: Path, registry: str) -> str:
     """containerd 1.6's configuration for one node (paths its own; CRI with the pause image, the CNI plugins of
-    Debian's package, the stack's registry over plain HTTP). ``restrict_oom_score_adj``: this VM refuses a lower
-    OOM score even to root, and runc fails every sandbox without it (``../shared/reference/containers.md``)."""
+    Debian's package, the stack's registry over plain HTTP, which also mirrors :data:`MIRRORED_REGISTRIES`).
+    ``restrict_oom_score_adj``: this VM refuses a lower OOM score even to root, and runc fails every sandbox
+    without it (``../shared/reference/containers.md``)."""
+    mirrors = "".join(
+        f'  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."{host}"]\n    endpoint = ["http://{registry}"]\n'
+        for host in MIRRORED_REGISTRIES
+    )
     return f"""version = 2
 root = "{state / "root"}"
 state = "{state / "state"}"
@@ -211,7 +223,7 @@ state = "{state / "state"}"
     conf_dir = "{state / "cni"}"
   [plugins."io.containerd.grpc.v1.cri".registry.mirrors."{registry}"]
     endpoint = ["http://{registry}"]
-"""
+{mirrors}"""
 
 
 def cni_config(node: RealNode) -> dict[str, object]:
@@ -325,11 +337,15 @@ def node_dir(stack: Stack, node: RealNode) -> Path:
     return stack.state / node.name
 
 
-def write_files(stack: Stack, node: RealNode) -> None:
+def write_files(stack: Stack, node: RealNode) -> bool:
+    """The node's configuration files; True when containerd's changed (a running containerd must restart)."""
     d = node_dir(stack, node)
     for sub in ("cni", "kubelet", "volume-plugins", "certs"):
         (d / sub).mkdir(parents=True, exist_ok=True)
-    (d / "containerd.toml").write_text(containerd_config(d, stack.registry))
+    containerd_toml = d / "containerd.toml"
+    text = containerd_config(d, stack.registry)
+    changed = containerd_toml.is_file() and containerd_toml.read_text() != text
+    containerd_toml.write_text(text)
     (d / "cni" / "10-slinky.conflist").write_text(json.dumps(cni_config(node), indent=2))
     (d / "resolv.conf").write_text("nameserver 127.0.0.1\n")  # pods use cluster DNS; nothing resolves upstream
     kubelet_conf = kubelet_config(node, d, stack.ca)
@@ -341,6 +357,7 @@ def write_files(stack: Stack, node: RealNode) -> None:
     (d / "kube-proxy.yaml").write_text(json.dumps(kube_proxy_config(node, d / "kube-proxy.kubeconfig"), indent=2))
     for f in ("kubelet.kubeconfig", "kube-proxy.kubeconfig"):
         (d / f).chmod(0o600)
+    return changed
 
 
 def argv(stack: Stack, node: RealNode, component: str) -> list[str]:
@@ -373,6 +390,7 @@ def start(procs: ProcessTable, stack: Stack, count: int, log: Callable[[str], No
     """``count`` real nodes, idempotently: what runs is left running, what is missing is started."""
     nodes = [RealNode(i) for i in range(1, count + 1)]
     ensure_bridge()
+    reconfigured: set[str] = set()
     for node in nodes:
         if not any(procs.running(node.process(c)) for c in COMPONENTS) and _is_mountpoint(node.mount_ns):
             # Left by a stack whose processes were all killed (a machine handed on, a stack of another checkout):
@@ -381,11 +399,14 @@ def start(procs: ProcessTable, stack: Stack, count: int, log: Callable[[str], No
         ensure_network(node)
         ensure_mount_namespace(node, node_dir(stack, node))
         ensure_cgroups(node.cgroup_root)
-        write_files(stack, node)
+        if write_files(stack, node):
+            reconfigured.add(node.name)
     route_between(nodes)
     for node in nodes:
         for component in COMPONENTS:
             name = node.process(component)
+            if component == "containerd" and node.name in reconfigured and procs.stop(name):
+                log(f"{name}: configuration changed, restarted (its containers keep running)")
             if procs.running(name) is None:
                 procs.start(name, argv(stack, node, component), log=stack.logs / f"{name}.log")
             if component == "containerd":  # the sandbox image before the kubelet asks for a sandbox

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slinky import wellknown
-from slinky.dev import aggregation, real_nodes, slurmd_runtime, slurmd_spec
+from slinky.dev import aggregation, images, real_nodes, slurmd_runtime, slurmd_spec
 from slinky.dev import webhook as dev_webhook
 from slinky.dev.procs import ProcessTable
 
@@ -1437,43 +1437,22 @@ def start_registry(procs: ProcessTable) -> None:
     _wait("the image registry", _registry_ready, timeout=30)
 
 
-def push_base_images() -> None:
-    """The stack's own small images into its registry (``slinky/busybox``, ``slinky/pause``), from the archives
-    the real nodes import: what a pod names to be pulled as on a user's cluster."""
-    for archive, image in (
-        ("busybox.oci.tar", real_nodes.TOOLBOX_IMAGE),
-        ("pause.oci.tar", real_nodes.PAUSE_IMAGE),
-    ):
-        source = real_nodes_state() / archive
-        target = f"{registry_address()}/slinky/{image.rsplit('/', 1)[1]}"
-        if not source.is_file() or _registry_has(target):
-            continue
-        _run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false", f"oci-archive:{source}", f"docker://{target}"])
-        log(f"pushed {target}")
-
-
-def _registry_has(image: str) -> bool:
-    """Whether the registry has this ``HOST:PORT/REPO:TAG``."""
-    host, _, rest = image.partition("/")
-    repo, _, tag = rest.rpartition(":")
-    request = urllib.request.Request(
-        f"http://{host}/v2/{repo}/manifests/{tag}",
-        method="HEAD",
-        headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=5) as resp:
-            return bool(resp.status == 200)
-    except (OSError, urllib.error.URLError):
-        return False
+def push_images() -> None:
+    """The images the real nodes pull, in the stack's registry (``slinky.dev.images``): the nodes' small images
+    (``slinky/busybox``, ``slinky/pause``) and the Slurm images, built first when missing or out of date."""
+    state = real_nodes_state()
+    archives = [
+        (state / "busybox.oci.tar", real_nodes.TOOLBOX_IMAGE),
+        (state / "pause.oci.tar", real_nodes.PAUSE_IMAGE),
+    ]
+    registry = registry_address()
+    images.push_archives(registry, ((path, f"slinky/{image.rsplit('/', 1)[1]}") for path, image in archives), log)
+    rootfs_id = _cached_id(SLURM_TARBALL.with_name(SLURM_TARBALL.name + ".id"))
+    images.ensure_slurm_images(registry, REGISTRY_DIR / "slurm-images.id", rootfs_id, log)
 
 
 def _registry_ready() -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{registry_address()}/v2/", timeout=2) as resp:
-            return bool(resp.status == 200)
-    except (OSError, urllib.error.URLError):
-        return False
+    return images.registry_ready(registry_address())
 
 
 def start_real_nodes(procs: ProcessTable, count: int) -> None:
@@ -1481,7 +1460,7 @@ def start_real_nodes(procs: ProcessTable, count: int) -> None:
     if count > REAL_NODES_MAX:
         raise StackError(f"--real-nodes {count}: at most {REAL_NODES_MAX}")
     nodes = real_nodes.start(procs, _real_stack(), count, log)
-    push_base_images()
+    push_images()
     names = {n.name for n in nodes}
 
     def ready() -> bool:

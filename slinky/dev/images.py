@@ -1,0 +1,177 @@
+"""The dev stack's images in its registry: what the real nodes pull (docs/images.md).
+
+* The Slurm images (``deploy/images/build-slurm.sh``): ``slinky/<name>:26.05`` and, for the registry host the
+  stack's registry mirrors (``real_nodes.MIRRORED_REGISTRIES``), upstream's names
+  ``slinkyproject/<name>:26.05-ubuntu26.04``, so a manifest written for upstream pulls ours unchanged.
+* The small images of the real nodes (``slinky/busybox``, ``slinky/pause``), from the OCI archives the nodes
+  import.
+* The project's image (``deploy/images/build.sh``) by ``make images``.
+
+Pushing is skopeo from podman's storage, idempotent: an image the registry already has is not pushed again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+SLURM_IMAGES: Final = ("slurmctld", "slurmd", "slurmrestd", "slurmdbd", "sackd", "login")
+SLURM_TAG: Final = "26.05"
+LOCAL_PREFIX: Final = "localhost/slinky"
+"""Where ``build-slurm.sh`` tags the images in podman's storage."""
+UPSTREAM_REPOSITORY: Final = "slinkyproject"
+UPSTREAM_TAG: Final = "26.05-ubuntu26.04"
+"""Upstream's image tag for Slurm 26.05 (its chart's default), under which the mirror serves ours."""
+PROJECT_IMAGE: Final = "slinky-temporal"
+
+
+@dataclass(frozen=True)
+class Push:
+    """One image copied from podman's storage (``source``) to the registry (``target``, ``REPO:TAG``)."""
+
+    source: str
+    target: str
+
+
+def slurm_pushes() -> list[Push]:
+    """Each Slurm image under the stack's name and under upstream's mirrored name."""
+    out: list[Push] = []
+    for name in SLURM_IMAGES:
+        source = f"{LOCAL_PREFIX}/{name}:{SLURM_TAG}"
+        out.append(Push(source, f"slinky/{name}:{SLURM_TAG}"))
+        out.append(Push(source, f"{UPSTREAM_REPOSITORY}/{name}:{UPSTREAM_TAG}"))
+    return out
+
+
+def project_push(version: str) -> Push:
+    return Push(f"localhost/{PROJECT_IMAGE}:{version}", f"slinky/{PROJECT_IMAGE}:{version}")
+
+
+def registry_has(registry: str, reference: str) -> bool:
+    """Whether the registry at ``HOST:PORT`` has ``REPO:TAG``."""
+    repo, _, tag = reference.rpartition(":")
+    request = urllib.request.Request(
+        f"http://{registry}/v2/{repo}/manifests/{tag}",
+        method="HEAD",
+        headers={
+            "Accept": ", ".join(
+                (
+                    "application/vnd.oci.image.manifest.v1+json",
+                    "application/vnd.docker.distribution.manifest.v2+json",
+                )
+            )
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def registry_ready(registry: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{registry}/v2/", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def local_image_exists(image: str) -> bool:
+    return subprocess.run(["podman", "image", "exists", image], check=False, env=_podman_env()).returncode == 0
+
+
+def _podman_env() -> dict[str, str]:
+    return {**os.environ, "CONTAINERS_CONF": str(repo_root() / "deploy" / "images" / "containers.conf")}
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def build_slurm_images(log: Callable[[str], None]) -> None:
+    """``deploy/images/build-slurm.sh`` (about 15 s with the stack's Slurm rootfs cached)."""
+    log("building the Slurm images (deploy/images/build-slurm.sh)")
+    script = repo_root() / "deploy" / "images" / "build-slurm.sh"
+    done = subprocess.run(["bash", str(script), LOCAL_PREFIX], check=False, text=True, capture_output=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"deploy/images/build-slurm.sh failed:\n{done.stderr[-3000:]}")
+
+
+def push(registry: str, pushes: Iterable[Push], log: Callable[[str], None], *, force: bool = False) -> list[str]:
+    """Copy each image the registry lacks (all of them with ``force``); the targets pushed."""
+    pushed: list[str] = []
+    for item in pushes:
+        if not force and registry_has(registry, item.target):
+            continue
+        done = subprocess.run(
+            [
+                "skopeo",
+                "copy",
+                "--quiet",
+                "--dest-tls-verify=false",
+                f"containers-storage:{item.source}",
+                f"docker://{registry}/{item.target}",
+            ],
+            check=False,
+            text=True,
+            capture_output=True,
+            env=_podman_env(),
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"skopeo copy {item.source} -> {registry}/{item.target}: {done.stderr.strip()}")
+        log(f"pushed {registry}/{item.target}")
+        pushed.append(item.target)
+    return pushed
+
+
+def push_archives(registry: str, archives: Iterable[tuple[Path, str]], log: Callable[[str], None]) -> None:
+    """OCI archives (path, ``REPO:TAG``) the registry lacks."""
+    for source, target in archives:
+        if not source.is_file() or registry_has(registry, target):
+            continue
+        subprocess.run(
+            [
+                "skopeo",
+                "copy",
+                "--quiet",
+                "--dest-tls-verify=false",
+                f"oci-archive:{source}",
+                f"docker://{registry}/{target}",
+            ],
+            check=True,
+            text=True,
+            capture_output=True,
+        )
+        log(f"pushed {registry}/{target}")
+
+
+def slurm_sources_id(rootfs_id: str) -> str:
+    """A hash of what the Slurm images are made of: the build script, the Containerfile and entry points, and
+    the Slurm rootfs's build id. The registry outlives the stack; a change means build and push again."""
+    digest = hashlib.sha256(rootfs_id.encode())
+    folder = repo_root() / "deploy" / "images"
+    for path in [folder / "build-slurm.sh", *sorted((folder / "slurm").iterdir())]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def ensure_slurm_images(registry: str, stamp: Path, rootfs_id: str, log: Callable[[str], None]) -> None:
+    """The Slurm images in the registry, as the sources now make them: built and pushed again when ``stamp``
+    (beside the registry's storage) records other sources, pushed when the registry lacks one."""
+    pushes = slurm_pushes()
+    wanted = slurm_sources_id(rootfs_id)
+    current = stamp.is_file() and stamp.read_text().strip() == wanted
+    if current and all(registry_has(registry, p.target) for p in pushes):
+        return
+    if not current or not all(local_image_exists(p.source) for p in pushes):
+        build_slurm_images(log)
+    push(registry, pushes, log, force=not current)
+    stamp.write_text(wanted + "\n")
