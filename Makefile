@@ -35,8 +35,11 @@ fmt: bootstrap ## format the code
 crds: bootstrap ## regenerate deploy/crds/slinky/ from the pydantic models (a unit test fails when they drift)
 	$(PY) -m slinky.operator.api.crds --write
 
-image: bootstrap ## build the container image offline with podman (deploy/images/build.sh; ~75 s cold, ~10 s warm)
+image: bootstrap ## build the project's image offline with podman (deploy/images/build.sh; ~85 s cold, ~10 s warm)
 	bash deploy/images/build.sh
+
+images: bootstrap ## build every image (Slurm daemons, the project's) and push them to the stack's registry (docs/images.md)
+	$(PY) -m slinky.cli dev images
 
 chaos: bootstrap ## chaos suite on the local stack: 200 workloads, 10 random kill -9 (bench/chaos.py; docs/benchmarks.md)
 	$(PY) -m slinky.cli dev up
@@ -51,4 +54,4 @@ dev-status: ## health of each component of the local stack
 dev-down: ## stop exactly what dev-up started
 	$(PY) -m slinky.cli dev down
 
-.PHONY: help bootstrap demo test test-unit test-integration lint fmt crds image chaos dev-up dev-status dev-down
+.PHONY: help bootstrap demo test test-unit test-integration lint fmt crds image images chaos dev-up dev-status dev-down

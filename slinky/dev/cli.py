@@ -32,6 +32,12 @@ def add_parser(sub: Any) -> None:
     up.set_defaults(handler=_up)
     status = dev.add_parser("status", help="health of each component")
     status.set_defaults(handler=_status)
+    built = dev.add_parser(
+        "images",
+        help="build the Slurm images and the project's image (podman, offline) and push them to the stack's registry",
+    )
+    built.add_argument("--no-push", action="store_true", help="build only (the stack need not run)")
+    built.set_defaults(handler=_images)
     down = dev.add_parser("down", help="stop exactly what up started")
     down.set_defaults(handler=_down)
     run = dev.add_parser(
@@ -61,6 +67,12 @@ def _status(args: argparse.Namespace) -> int:
     from slinky.dev import stack
 
     return stack.status()
+
+
+def _images(args: argparse.Namespace) -> int:
+    from slinky.dev import stack
+
+    return stack.build_images(push=not args.no_push)
 
 
 def _down(args: argparse.Namespace) -> int:

@@ -54,6 +54,14 @@ def project_push(version: str) -> Push:
     return Push(f"localhost/{PROJECT_IMAGE}:{version}", f"slinky/{PROJECT_IMAGE}:{version}")
 
 
+def project_version() -> str:
+    """The version in pyproject.toml: the project image's tag (deploy/images/build.sh)."""
+    for line in (repo_root() / "pyproject.toml").read_text().splitlines():
+        if line.startswith("version = "):
+            return line.split("=", 1)[1].strip().strip('"')
+    raise RuntimeError("pyproject.toml has no version")
+
+
 def registry_has(registry: str, reference: str) -> bool:
     """Whether the registry at ``HOST:PORT`` has ``REPO:TAG``."""
     repo, _, tag = reference.rpartition(":")

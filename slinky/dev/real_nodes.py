@@ -226,6 +226,17 @@ state = "{state / "state"}"
 {mirrors}"""
 
 
+def namespace_annotations(taint: dict[str, str]) -> dict[str, str]:
+    """What sends a namespace's pods to the real nodes, through the API server's PodNodeSelector and
+    PodTolerationRestriction admission plugins: the real nodes' label as every pod's node selector, and a
+    toleration of their taint added to every pod."""
+    toleration = {"key": taint["key"], "operator": "Exists", "effect": taint["effect"]}
+    return {
+        "scheduler.alpha.kubernetes.io/node-selector": NODE_LABEL,
+        "scheduler.alpha.kubernetes.io/defaultTolerations": json.dumps([toleration]),
+    }
+
+
 def cni_config(node: RealNode) -> dict[str, object]:
     """A bridge network on ``cni0`` with the node's pod subnet, hostPort mapping, routed to the rest by the node."""
     return {

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slinky import wellknown
-from slinky.dev import aggregation, images, real_nodes, slurmd_runtime, slurmd_spec
+from slinky.dev import aggregation, images, local_volumes, real_nodes, slurmd_runtime, slurmd_spec
 from slinky.dev import webhook as dev_webhook
 from slinky.dev.procs import ProcessTable
 
@@ -50,6 +50,7 @@ HOST_PACKAGES = {
     "mariadbd": "mariadb-server",
     "mariadb-install-db": "mariadb-server",
     "mariadb": "mariadb-client",
+    "podman": "podman",
     **real_nodes.RUNTIME_PACKAGES,
 }
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
@@ -417,43 +418,48 @@ def start_kubernetes(procs: ProcessTable) -> None:
         log("etcd started")
     else:
         log("etcd already running")
-    if procs.running("kube-apiserver") is None:
-        procs.start(
-            "kube-apiserver",
-            [
-                str(KUBE_BIN / "kube-apiserver"),
-                f"--etcd-servers=http://127.0.0.1:{PORTS.etcd_client}",
-                # The node agent's nodes are at 127.0.0.1 (InternalIP); their names resolve nowhere, and the
-                # apiserver reaches a kubelet (kubectl logs) at the first address type it finds.
-                "--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP",
-                f"--secure-port={PORTS.apiserver}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--cert-dir={d}",
-                f"--tls-cert-file={d / 'apiserver.crt'}",
-                f"--tls-private-key-file={d / 'apiserver.key'}",
-                f"--client-ca-file={d / 'ca.crt'}",
-                "--authorization-mode=Node,RBAC",
-                # Presented to the real nodes' kubelets (logs, exec, port-forward): system:masters.
-                f"--kubelet-client-certificate={d / 'kubelet-client.crt'}",
-                f"--kubelet-client-key={d / 'kubelet-client.key'}",
-                f"--token-auth-file={d / 'tokens.csv'}",
-                "--endpoint-reconciler-type=none",
-                "--service-account-issuer=https://kubernetes.default.svc",
-                f"--service-account-key-file={d / 'sa.pub'}",
-                f"--service-account-signing-key-file={d / 'sa.key'}",
-                "--api-audiences=api",
-                "--service-cluster-ip-range=10.96.0.0/16",
-                "--disable-admission-plugins=ServiceAccount",
-                "--allow-privileged=true",
-                "--max-requests-inflight=800",
-                "--max-mutating-requests-inflight=400",
-                # minReplicas: 0 for a HorizontalPodAutoscaler of a NodeSet (alpha in 1.20).
-                "--feature-gates=HPAScaleToZero=true",
-                *aggregation.apiserver_flags(d),
-            ],
-            log=logs / "kube-apiserver.log",
-        )
+    apiserver_argv = [
+        str(KUBE_BIN / "kube-apiserver"),
+        f"--etcd-servers=http://127.0.0.1:{PORTS.etcd_client}",
+        # The node agent's nodes are at 127.0.0.1 (InternalIP); their names resolve nowhere, and the
+        # apiserver reaches a kubelet (kubectl logs) at the first address type it finds.
+        "--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP",
+        f"--secure-port={PORTS.apiserver}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--cert-dir={d}",
+        f"--tls-cert-file={d / 'apiserver.crt'}",
+        f"--tls-private-key-file={d / 'apiserver.key'}",
+        f"--client-ca-file={d / 'ca.crt'}",
+        "--authorization-mode=Node,RBAC",
+        # Presented to the real nodes' kubelets (logs, exec, port-forward): system:masters.
+        f"--kubelet-client-certificate={d / 'kubelet-client.crt'}",
+        f"--kubelet-client-key={d / 'kubelet-client.key'}",
+        f"--token-auth-file={d / 'tokens.csv'}",
+        "--endpoint-reconciler-type=none",
+        "--service-account-issuer=https://kubernetes.default.svc",
+        f"--service-account-key-file={d / 'sa.pub'}",
+        f"--service-account-signing-key-file={d / 'sa.key'}",
+        "--api-audiences=api",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        "--disable-admission-plugins=ServiceAccount",
+        # A namespace's annotations give its pods a node selector and tolerations: how the stack sends
+        # the demo cluster's pods to the real nodes (docs/dev-stack.md, "Real nodes").
+        "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
+        "--allow-privileged=true",
+        "--max-requests-inflight=800",
+        "--max-mutating-requests-inflight=400",
+        # minReplicas: 0 for a HorizontalPodAutoscaler of a NodeSet (alpha in 1.20).
+        "--feature-gates=HPAScaleToZero=true",
+        *aggregation.apiserver_flags(d),
+    ]
+    pid = procs.running("kube-apiserver")
+    if pid is not None and _cmdline(pid) != apiserver_argv:
+        log("kube-apiserver running with other arguments: restarting it")
+        procs.stop("kube-apiserver")
+        pid = None
+    if pid is None:
+        procs.start("kube-apiserver", apiserver_argv, log=logs / "kube-apiserver.log")
         log("kube-apiserver started")
     else:
         log("kube-apiserver already running")
@@ -1404,7 +1410,36 @@ def start_cluster_network(procs: ProcessTable) -> None:
         )
         _still_alive(procs, "cluster-dns")
     start_registry(procs)
+    start_local_volumes(procs)
     log(f"cluster network: API server relay, DNS and the image registry on {real_nodes.HOST_ADDRESS}")
+
+
+VOLUMES_DIR = STATE / "volumes"
+"""Where the local volume provisioner makes the real nodes' PersistentVolumes (one directory per claim)."""
+
+
+def start_local_volumes(procs: ProcessTable) -> None:
+    """The default StorageClass ``slinky-local-path`` and its provisioner (``slinky.dev.local_volumes``):
+    a claim gets a host-path volume on the node its pod was scheduled to, as a small cluster's
+    local-path-provisioner gives."""
+    with dev_webhook.KubeSync(_kube_dir() / "kubeconfig") as kube:
+        kube.apply("/apis/storage.k8s.io/v1/storageclasses", local_volumes.storage_class())
+    if procs.running("local-volumes") is None:
+        procs.start(
+            "local-volumes",
+            [
+                sys.executable,
+                "-m",
+                "slinky.dev.local_volumes",
+                "--kubeconfig",
+                str(_kube_dir() / "kubeconfig"),
+                "--root",
+                str(VOLUMES_DIR),
+            ],
+            log=STATE / "logs" / "local-volumes.log",
+            cwd=REPO,
+        )
+        _still_alive(procs, "local-volumes")
 
 
 REGISTRY_DIR = CACHE / "registry"
@@ -1455,6 +1490,53 @@ def _registry_ready() -> bool:
     return images.registry_ready(registry_address())
 
 
+def build_images(*, push: bool) -> int:
+    """``make images``: every image built again (the Slurm images, the project's), then pushed to the running
+    stack's registry, replacing what it had. Returns the exit status."""
+    try:
+        images.build_slurm_images(log)
+        log("building the project's image (deploy/images/build.sh)")
+        subprocess.run(["bash", str(REPO / "deploy" / "images" / "build.sh")], check=True)
+    except (StackError, RuntimeError, subprocess.CalledProcessError) as err:
+        log(f"image build failed: {err}")
+        return 1
+    if not push:
+        return 0
+    registry = registry_address()
+    if not images.registry_ready(registry):
+        log(f"built; not pushed: the stack's registry ({registry}) is not running (`make dev-up` starts it)")
+        return 1
+    rootfs_id = _cached_id(SLURM_TARBALL.with_name(SLURM_TARBALL.name + ".id"))
+    images.push(registry, images.slurm_pushes(), log, force=True)
+    (REGISTRY_DIR / "slurm-images.id").write_text(images.slurm_sources_id(rootfs_id) + "\n")
+    images.push(registry, [images.project_push(images.project_version())], log, force=True)
+    return 0
+
+
+REAL_NAMESPACES = (DEMO_NAMESPACE,)
+"""Namespaces whose pods all run on the real nodes (docs/dev-stack.md, "Real nodes"): the demo cluster's, where
+deploy/examples/slurm-cluster.yaml applies unchanged."""
+
+
+def ensure_real_namespaces() -> None:
+    """Each of :data:`REAL_NAMESPACES` exists with ``real_nodes.namespace_annotations`` (created, or annotated
+    in place: a ``kubectl apply`` of a manifest's Namespace keeps them). One still terminating is left alone."""
+    annotations = real_nodes.namespace_annotations(REAL_NODE_TAINT)
+    with dev_webhook.KubeSync(_kube_dir() / "kubeconfig") as kube:
+        for name in REAL_NAMESPACES:
+            current = kube.request("GET", f"/api/v1/namespaces/{name}")
+            if current.status_code == 404:
+                kube.request(
+                    "POST", "/api/v1/namespaces", json={"metadata": {"name": name, "annotations": annotations}}
+                )
+            elif current.json().get("status", {}).get("phase") == "Terminating":
+                log(f"namespace {name} is terminating: its pods go to the real nodes once `dev up` runs again")
+            else:
+                patch = {"metadata": {"annotations": annotations}}
+                headers = {"Content-Type": "application/merge-patch+json"}
+                kube.request("PATCH", f"/api/v1/namespaces/{name}", json=patch, headers=headers)
+
+
 def start_real_nodes(procs: ProcessTable, count: int) -> None:
     """``count`` real kubelet nodes (docs/dev-stack.md, "Real nodes"), Ready when this returns."""
     if count > REAL_NODES_MAX:
@@ -1475,6 +1557,7 @@ def start_real_nodes(procs: ProcessTable, count: int) -> None:
 
     _wait(f"{count} real nodes Ready", ready, timeout=120)
     log(f"{count} real node(s) Ready: {', '.join(sorted(names))}")
+    ensure_real_namespaces()
 
 
 # --------------------------------------------------------------------------------------------- temporal
@@ -1668,6 +1751,7 @@ COMPONENTS = (
     "dnsmasq",
     "cluster-dns",
     "registry",
+    "local-volumes",
     "mariadb",
     "node-agent",
     "munged",

@@ -31,6 +31,7 @@ from slinky.operator import accounting_health, slurmconf
 from slinky.operator import cluster_objects as objects
 from slinky.operator.api.accounting import Accounting
 from slinky.operator.models import ControllerKey
+from workers.operator import cluster_pods
 from workers.operator.apply import ensure
 from workers.operator.controller import CONTROLLERS, GROUP, SECRETS, STATEFULSETS
 from workers.operator.runtime import Runtime, Watch, set_condition
@@ -64,7 +65,11 @@ class AccountingReconciler:
         self.runtime = runtime
         self.slurm = slurm
         self.caches = runtime.caches
-        self.watches: Sequence[Watch] = (Watch(SECRETS, self._by_secret), Watch(STATEFULSETS, self._by_owner))
+        self.watches: Sequence[Watch] = (
+            Watch(SECRETS, self._by_secret),
+            Watch(STATEFULSETS, self._by_owner),
+            cluster_pods.pods_watch(objects.APP_SLURMDBD),
+        )
 
     def _by_secret(self, obj: Obj) -> list[Key]:
         ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
@@ -223,6 +228,7 @@ class AccountingReconciler:
         conditions = set_condition(
             (raw.get("status") or {}).get("conditions") or [], READY, status, reason, message, generation
         )
+        conditions = cluster_pods.with_pods_healthy(self.runtime, raw, objects.APP_SLURMDBD, conditions)
         meta = raw["metadata"]
         await self.runtime.write_status(
             accounting_path(meta["namespace"], meta["name"]), raw, {"conditions": conditions}

@@ -35,6 +35,7 @@ from slinky.operator.api.controller import Controller
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.reconfigure import ANNOTATION_REJECTED, ANNOTATION_VERIFIED, ANNOTATION_WORKFLOW, ReconfigureInput
 from slinky.operator.reconfigure import workflow_id as reconfigure_workflow_id
+from workers.operator import cluster_pods
 from workers.operator.apply import ensure
 from workers.operator.runtime import Runtime, Watch, set_condition
 from workers.operator.workqueue import Key
@@ -97,6 +98,7 @@ class ControllerReconciler:
         self.caches = runtime.caches
         self.watches: Sequence[Watch] = (
             Watch(NODESETS, self._by_controller_ref),
+            cluster_pods.pods_watch(objects.APP_SLURMCTLD),
             Watch(ACCOUNTINGS, self._by_accounting),
             Watch(CONFIGMAPS, self._by_configmap),
             Watch(SECRETS, self._by_secret),
@@ -367,6 +369,8 @@ class ControllerReconciler:
         generation = int(raw["metadata"].get("generation") or 0)
         for type_, status, reason, message in conditions:
             current = set_condition(current, type_, status, reason, message, generation)
+        if not (raw.get("spec") or {}).get("external"):
+            current = cluster_pods.with_pods_healthy(self.runtime, raw, objects.APP_SLURMCTLD, current)
         meta = raw["metadata"]
         await self.runtime.write_status(controller_path(meta["namespace"], meta["name"]), raw, {"conditions": current})
 

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from slinky.operator import cluster_objects as objects
 from slinky.operator.api.controller import Controller
 from slinky.operator.api.loginset import LoginSet
+from workers.operator import cluster_pods
 from workers.operator.apply import ensure
 from workers.operator.controller import CONTROLLERS, GROUP, SECRETS
 from workers.operator.restapi import DEPLOYMENTS
@@ -46,6 +47,7 @@ class LoginSetReconciler:
             Watch(CONTROLLERS, self._by_controller),
             Watch(SECRETS, self._by_secret),
             Watch(DEPLOYMENTS, self._by_owner),
+            cluster_pods.pods_watch(objects.APP_LOGIN),
         )
 
     def _mine(self, ns: str) -> list[Obj]:
@@ -137,6 +139,7 @@ class LoginSetReconciler:
         else:
             every = "every field set is reconciled"
             conditions = set_condition(conditions, FIELDS_SUPPORTED, "True", "AllSupported", every, generation)
+        conditions = cluster_pods.with_pods_healthy(self.runtime, raw, objects.APP_LOGIN, conditions)
         body: Obj = {"conditions": conditions}
         try:
             body["selector"] = ",".join(

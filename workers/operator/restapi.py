@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from slinky.operator import cluster_objects as objects
 from slinky.operator.api.controller import Controller
 from slinky.operator.api.restapi import RestApi
+from workers.operator import cluster_pods
 from workers.operator.apply import ensure
 from workers.operator.controller import CONTROLLERS, GROUP
 from workers.operator.runtime import Runtime, Watch, set_condition
@@ -42,7 +43,11 @@ class RestApiReconciler:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.caches = runtime.caches
-        self.watches: Sequence[Watch] = (Watch(CONTROLLERS, self._by_controller), Watch(DEPLOYMENTS, self._by_owner))
+        self.watches: Sequence[Watch] = (
+            Watch(CONTROLLERS, self._by_controller),
+            Watch(DEPLOYMENTS, self._by_owner),
+            cluster_pods.pods_watch(objects.APP_SLURMRESTD),
+        )
 
     def _by_controller(self, obj: Obj) -> list[Key]:
         ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
@@ -109,5 +114,6 @@ class RestApiReconciler:
         conditions = set_condition(
             (raw.get("status") or {}).get("conditions") or [], READY, status, reason, message, generation
         )
+        conditions = cluster_pods.with_pods_healthy(self.runtime, raw, objects.APP_SLURMRESTD, conditions)
         meta = raw["metadata"]
         await self.runtime.write_status(restapi_path(meta["namespace"], meta["name"]), raw, {"conditions": conditions})

@@ -28,6 +28,25 @@ def test_containerd_config_is_the_nodes_own_with_the_pause_image_and_the_plain_h
     assert 'endpoint = ["http://10.226.24.1:15000"]' in text
 
 
+def test_the_stack_registry_stands_in_for_upstreams_image_host(tmp_path: Path) -> None:
+    import tomllib
+
+    conf = tomllib.loads(real_nodes.containerd_config(tmp_path, "10.226.24.1:15000"))
+    mirrors = conf["plugins"]["io.containerd.grpc.v1.cri"]["registry"]["mirrors"]
+    assert mirrors["ghcr.io"] == {"endpoint": ["http://10.226.24.1:15000"]}
+    assert mirrors["10.226.24.1:15000"] == {"endpoint": ["http://10.226.24.1:15000"]}
+
+
+def test_a_namespace_annotated_for_real_nodes_selects_them_and_tolerates_their_taint() -> None:
+    import json
+
+    taint = {"key": "node.slinky.slurm.net/real", "value": "true", "effect": "NoSchedule"}
+    annotations = real_nodes.namespace_annotations(taint)
+    assert annotations["scheduler.alpha.kubernetes.io/node-selector"] == "node.slinky.slurm.net/real=true"
+    tolerations = json.loads(annotations["scheduler.alpha.kubernetes.io/defaultTolerations"])
+    assert tolerations == [{"key": "node.slinky.slurm.net/real", "operator": "Exists", "effect": "NoSchedule"}]
+
+
 def test_kubelet_authenticates_the_apiserver_by_certificate_and_serves_on_the_node_address(tmp_path: Path) -> None:
     conf = real_nodes.kubelet_config(RealNode(2), tmp_path, tmp_path / "ca.crt")
     assert conf["address"] == "10.226.24.12" and conf["cgroupRoot"] == "/slinky-rn2"

@@ -1,5 +1,6 @@
 """A NodeSet's status: replica and Slurm node counts, selector, revision, pins, and its conditions
-(``SpecValid``, ``ControllerReady``, ``FieldsSupported``, ``ScaleIn``), written only when something changed.
+(``SpecValid``, ``ControllerReady``, ``FieldsSupported``, ``ScaleIn``, ``PodsHealthy``), written only when
+something changed.
 A condition that turns False posts one Warning Event naming what to fix (docs/operator.md)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 from slinky import wellknown
 from slinky.clients.errors import KubeNotFound
-from slinky.operator import pod_sync, slurm_state, updates
+from slinky.operator import pod_health, pod_sync, slurm_state, updates
 from slinky.operator import pods as builder
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.validation import not_built
@@ -87,6 +88,7 @@ async def write_status(
     if pins is not None:
         status["ordinalToNode"] = pins
     wanted = informational(nodeset, live, poll) if poll is not None else []
+    wanted.append(pod_health.condition(live))  # the kubelet's word, whether or not Slurm answers
     if condition:
         wanted.append(condition)
         if condition[0] == "ControllerReady" or condition[1] == "True":
