@@ -37,7 +37,8 @@ def test_an_image_the_registry_lacks_is_named_with_pod_container_and_the_kubelet
     assert (type_, status, reason) == ("PodsHealthy", "False", "ImagePullFailed")
     assert message == (
         "pod cpu-0: container slurmd (image ghcr.io/slinkyproject/slurmd:nope): ErrImagePull: not found; "
-        'pod cpu-1: container slurmd (image ghcr.io/slinkyproject/slurmd:nope): ImagePullBackOff: Back-off pulling image "x"'
+        "pod cpu-1: container slurmd (image ghcr.io/slinkyproject/slurmd:nope): ImagePullBackOff: "
+        'Back-off pulling image "x"'
     )
 
 
