@@ -64,7 +64,9 @@ if command -v hadolint >/dev/null || [ -x "$repo/.venv/bin/hadolint" ]; then
 fi
 
 step "podman build $tag"
-podman build --network=none --pull=never --build-arg "BASE=$base" -f "$here/Containerfile" -t "$tag" "$work"
+wheels_id=$(cd "$work/wheels" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+podman build --network=none --pull=never --build-arg "BASE=$base" --build-arg "WHEELS_ID=$wheels_id" \
+  -f "$here/Containerfile" -t "$tag" "$work"
 podman run --rm --network=none "$tag" -c 'import workers.bridge.worker, workers.bridge.webhook, temporalio; print("import ok")'
 if [ -n "${SAVE:-}" ]; then
   step "save $SAVE"

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from slinky.clients.kube import KubeClient
-from slinky.dev import stack
+from slinky.dev import real_nodes, stack
 
 EXAMPLES = stack.REPO / "deploy" / "examples"
 NS = stack.DEMO_NAMESPACE
@@ -384,6 +384,10 @@ def managed_cluster_scenario(env: dict[str, str], slinky: list[str]) -> int:
     pod wait for nodes until the NodeSet grows, and a scale-in to zero waits for the running job's node."""
     print("\n== Operator: a whole Slurm cluster from custom resources (deploy/examples/slurm-cluster.yaml)")
     print(f"   (namespace {NS}; the Accounting's database is the stack's MariaDB: SLINKY_DEV_MARIADB_*)")
+    print(
+        f"   (real nodes: namespace {NS}'s pods run as containers under kubelet + containerd on the nodes labelled"
+        f" {real_nodes.NODE_LABEL}, from images the stack's registry serves under upstream's names)"
+    )
     started = time.monotonic()
     pod = _cluster_up(env)
     if not pod:

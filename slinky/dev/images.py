@@ -50,8 +50,46 @@ def slurm_pushes() -> list[Push]:
     return out
 
 
-def project_push(version: str) -> Push:
-    return Push(f"localhost/{PROJECT_IMAGE}:{version}", f"slinky/{PROJECT_IMAGE}:{version}")
+def project_push(tag: str) -> Push:
+    return Push(f"localhost/{PROJECT_IMAGE}:{tag}", f"slinky/{PROJECT_IMAGE}:{tag}")
+
+
+PROJECT_SOURCES: Final = ("pyproject.toml", "uv.lock", "slinky", "workflows", "activities", "workers")
+"""What the project's image is built from, besides deploy/images/{build.sh,Containerfile}."""
+
+
+def project_sources_id() -> str:
+    """A hash of the files the project's image is made of (the packages' sources, the lock, the build)."""
+    root = repo_root()
+    digest = hashlib.sha256()
+    files: list[Path] = [root / "deploy" / "images" / "build.sh", root / "deploy" / "images" / "Containerfile"]
+    for name in PROJECT_SOURCES:
+        path = root / name
+        files.extend(
+            sorted(f for f in path.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+            if path.is_dir()
+            else [path]
+        )
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def ensure_project_image(registry: str, log: Callable[[str], None]) -> str:
+    """The project's image as the working tree makes it, in the registry: ``HOST:PORT/slinky/slinky-temporal:
+    <version>-<sources id>``, built (deploy/images/build.sh, ~90 s cold) and pushed when the registry lacks it.
+    Returns the image reference a pod names."""
+    tag = f"{project_version()}-{project_sources_id()}"
+    item = project_push(tag)
+    if not registry_has(registry, item.target):
+        if not local_image_exists(item.source):
+            log(f"building the project's image {item.source} (deploy/images/build.sh)")
+            script = repo_root() / "deploy" / "images" / "build.sh"
+            done = subprocess.run(["bash", str(script), item.source], check=False, text=True, capture_output=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"deploy/images/build.sh failed:\n{done.stderr[-3000:]}")
+        push(registry, [item], log)
+    return f"{registry}/{item.target}"
 
 
 def project_version() -> str:

@@ -226,6 +226,28 @@ state = "{state / "state"}"
 {mirrors}"""
 
 
+def host_service(namespace: str, name: str, port: int, host_port: int) -> list[dict[str, object]]:
+    """A Service without a selector and its Endpoints: ``name.namespace.svc:port`` reaches the host's
+    ``HOST_ADDRESS:host_port`` through kube-proxy (a service of the stack that runs outside the cluster)."""
+    meta = {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": "slinky-dev"}}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta,
+            "spec": {"ports": [{"name": "tcp", "port": port, "targetPort": host_port, "protocol": "TCP"}]},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": meta,
+            "subsets": [
+                {"addresses": [{"ip": HOST_ADDRESS}], "ports": [{"name": "tcp", "port": host_port, "protocol": "TCP"}]}
+            ],
+        },
+    ]
+
+
 def namespace_annotations(taint: dict[str, str]) -> dict[str, str]:
     """What sends a namespace's pods to the real nodes, through the API server's PodNodeSelector and
     PodTolerationRestriction admission plugins: the real nodes' label as every pod's node selector, and a

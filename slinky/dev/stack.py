@@ -1350,6 +1350,21 @@ def _cluster_services() -> None:
     }
     with dev_webhook.KubeSync(_kube_dir() / "kubeconfig") as kube:
         kube.apply("/api/v1/namespaces/default/endpoints", endpoints)
+        for namespace, name, port, target in HOST_SERVICES:
+            kube.label_namespace(namespace, {}, create=True)
+            for obj in real_nodes.host_service(namespace, name, port, target):
+                kind = "services" if obj["kind"] == "Service" else "endpoints"
+                kube.apply(f"/api/v1/namespaces/{namespace}/{kind}", obj)
+
+
+HOST_SERVICES = (
+    ("temporal", "temporal-frontend", 7233, PORTS.temporal),
+    ("slinky-dev", "temporal-frontend", 7233, PORTS.temporal),
+    ("slinky-dev", "slurmrestd", 6820, PORTS.slurmrestd),
+)
+"""(namespace, Service, port, host port): the stack's Temporal and slurmrestd as in-cluster Services, through the
+host relay on the bridge, so the charts' workers reach them from a real node as on a cluster
+(``temporal-frontend.temporal.svc:7233`` is the charts' default Temporal address)."""
 
 
 def start_cluster_network(procs: ProcessTable) -> None:
@@ -1364,6 +1379,15 @@ def start_cluster_network(procs: ProcessTable) -> None:
             cwd=REPO,
         )
         _still_alive(procs, "apiserver-relay")
+    pairs = sorted({(f"{real_nodes.HOST_ADDRESS}:{t}", f"127.0.0.1:{t}") for *_, t in HOST_SERVICES})
+    if procs.running("host-relay") is None:
+        procs.start(
+            "host-relay",
+            [sys.executable, "-m", "slinky.dev.tcp_relay", *(a for pair in pairs for a in pair)],
+            log=STATE / "logs" / "host-relay.log",
+            cwd=REPO,
+        )
+        _still_alive(procs, "host-relay")
     _cluster_services()
     dns = STATE / "dns"
     dns.mkdir(parents=True, exist_ok=True)
@@ -1510,6 +1534,7 @@ def build_images(*, push: bool) -> int:
     images.push(registry, images.slurm_pushes(), log, force=True)
     (REGISTRY_DIR / "slurm-images.id").write_text(images.slurm_sources_id(rootfs_id) + "\n")
     images.push(registry, [images.project_push(images.project_version())], log, force=True)
+    log(f"project image: {images.ensure_project_image(registry, log)}")
     return 0
 
 
@@ -1748,6 +1773,7 @@ COMPONENTS = (
     "kube-controller-manager",
     "kube-scheduler",
     "apiserver-relay",
+    "host-relay",
     "dnsmasq",
     "cluster-dns",
     "registry",

@@ -1,8 +1,8 @@
-"""A TCP relay: ``python -m slinky.dev.tcp_relay LISTEN_HOST:PORT TARGET_HOST:PORT``.
+"""A TCP relay: ``python -m slinky.dev.tcp_relay LISTEN_HOST:PORT TARGET_HOST:PORT [LISTEN TARGET ...]``.
 
-The real nodes and their pods reach the API server through it: the API server listens on loopback only, and a
-node's network namespace has a loopback of its own. It relays bytes (TLS passes through untouched), one task
-pair per connection.
+The real nodes and their pods reach the API server, Temporal and the stack's slurmrestd through it: those
+listen on loopback only, and a node's network namespace has a loopback of its own. It relays bytes (TLS passes
+through untouched), one task pair per connection; several pairs, one listener each.
 """
 
 from __future__ import annotations
@@ -50,13 +50,19 @@ async def relay(listen: tuple[str, int], target: tuple[str, int]) -> None:
         await server.serve_forever()
 
 
+async def relay_all(pairs: list[tuple[tuple[str, int], tuple[str, int]]]) -> None:
+    await asyncio.gather(*(relay(listen, target) for listen, target in pairs))
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("listen", type=split)
-    parser.add_argument("target", type=split)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("addresses", type=split, nargs="+", metavar="LISTEN TARGET")
     args = parser.parse_args()
+    if len(args.addresses) % 2:
+        parser.error("give LISTEN TARGET pairs")
+    pairs = list(zip(args.addresses[::2], args.addresses[1::2], strict=True))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    asyncio.run(relay(args.listen, args.target))
+    asyncio.run(relay_all(pairs))
 
 
 if __name__ == "__main__":

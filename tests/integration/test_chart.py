@@ -85,7 +85,11 @@ def test_render_defaults() -> None:
     pod = bridge["spec"]["template"]
     assert args_of(bridge) == ["-m", "workers"]
     assert pod["metadata"]["annotations"]["checksum/config"]
-    assert pod["spec"]["volumes"][0]["secret"] == {
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert pod["spec"]["automountServiceAccountToken"] is False  # the token comes from kube-api-access
+    sources = volumes["kube-api-access"]["projected"]["sources"]
+    assert sources[0] == {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}
+    assert volumes["slurm-jwt"]["secret"] == {
         "secretName": "slurm-bridge-token",
         "items": [{"key": "auth-token", "path": "auth-token"}],
     }

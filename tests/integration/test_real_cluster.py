@@ -1,9 +1,10 @@
-"""deploy/examples/slurm-cluster.yaml in containers on the real nodes (issue 30): the operator's pods pulled from
-the stack's registry under upstream's image names and run by kubelet + containerd; `kubectl exec` into the
-login pod for sinfo, srun and sacct; the controller's own log; the save-state on a provisioned volume; a
-scale-in that waits for a job; a reconfigure that rolls the controller pod; a killed slurmctld restarted by
-the kubelet; an image the registry lacks named on the NodeSet. One cluster for the module, in a namespace of
-its own annotated for the real nodes, with its own operator; tests in order."""
+"""deploy/examples/slurm-cluster.yaml in containers on the real nodes (issue 30), run by the operator installed
+in-cluster from its chart: the operator's own pod and the cluster's pods pulled from the stack's registry
+(Slurm images under upstream's names) and run by kubelet + containerd; `kubectl exec` into the login pod for
+sinfo, srun and sacct; the controller's own log; the save-state on a provisioned volume; a scale-in that waits
+for a job; a reconfigure that rolls the controller pod; a killed slurmctld restarted by the kubelet; an image
+the registry lacks named on the NodeSet. One cluster for the module, in a namespace of its own annotated for
+the real nodes, where the chart is installed too; tests in order."""
 
 from __future__ import annotations
 
@@ -17,17 +18,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import helm_python as helm
 import pytest
 import yaml
 
-from slinky.dev import demo, real_nodes
+from slinky.dev import demo, images, real_nodes
 from slinky.dev import stack as dev_stack
 from tests.integration.devstack import kubectl
-from tests.integration.operator_fixtures import end_workflows_of, start_operator, stop_operator, wait_for
+from tests.integration.operator_fixtures import end_workflows_of, wait_for
 
 pytestmark = pytest.mark.integration
 
 KINDS = ("controllers", "nodesets", "loginsets", "restapis", "accountings")
+CHART = Path(__file__).resolve().parents[2] / "deploy" / "charts" / "slinky-operator"
+RELEASE = "slinky-operator"
 
 
 def manifest(ns: str, dev_env: dict[str, str]) -> list[dict[str, Any]]:
@@ -77,17 +81,20 @@ def ready(pod: dict[str, Any]) -> bool:
 
 
 def login_pod(env: dict[str, str], ns: str) -> str:
+    """A ready login pod's name, or "" (sackd restarts with slurmctld: its pod is not ready for a moment)."""
     pods = get(env, ns, "pods", "-l", "app.kubernetes.io/name=login").get("items") or []
     running = [p["metadata"]["name"] for p in pods if ready(p) and not p["metadata"].get("deletionTimestamp")]
-    assert running, f"no ready login pod in {ns}"
-    return running[0]
+    return str(running[0]) if running else ""
 
 
 def on_login(env: dict[str, str], ns: str, *command: str, check: bool = True) -> str:
-    return kubectl(env, "-n", ns, "exec", login_pod(env, ns), "--", *command, check=check)
+    pod = wait_for(lambda: login_pod(env, ns), 60, f"a ready login pod in {ns}")
+    return kubectl(env, "-n", ns, "exec", pod, "--", *command, check=check)
 
 
 def idle_nodes(env: dict[str, str], ns: str) -> set[str]:
+    if not login_pod(env, ns):
+        return set()
     out = on_login(env, ns, "sinfo", "-h", "-N", "-o", "%N %t", check=False)
     return {line.split()[0] for line in out.splitlines() if line.split()[1:] == ["idle"]}
 
@@ -104,11 +111,27 @@ def cluster(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "annotations": annotations}}
     kubectl(dev_env, "apply", "-f", "-", stdin=json.dumps(namespace))
     queue = f"real-{ns}"
-    log = tmp_path_factory.mktemp("real-cluster") / "operator.log"
-    operator = start_operator(
-        dev_env, log, SLINKY_OPERATOR__NAMESPACES=json.dumps([ns]), SLINKY_OPERATOR__TASK_QUEUE=queue
-    )
+    image = images.ensure_project_image(dev_stack.registry_address(), print)
+    repository, _, tag = image.rpartition(":")
+    site = [  # this machine's Slurm nodes have no cgroup v2 (as the stack's own operator is told)
+        {"name": k, "value": dev_env[k]}
+        for k in ("SLINKY_OPERATOR__CGROUP_CONF", "SLINKY_OPERATOR__SLURM_CONF_DEFAULTS")
+        if dev_env.get(k)
+    ]
+    values = {
+        "image": {"repository": repository, "tag": tag},
+        "temporal": {"taskQueue": queue},
+        "operator": {"namespaces": [ns], "replicas": 1, "extraEnv": site},
+    }
+    chart = helm.Config(kubeconfig_path=dev_env["KUBECONFIG"], namespace=ns)
     try:
+        chart.install(str(CHART), RELEASE, values, timeout=60)
+
+        def operator_ready() -> bool:
+            pods = get(dev_env, ns, "pods", "-l", "app.kubernetes.io/name=slinky-operator").get("items") or []
+            return any(ready(p) for p in pods)
+
+        wait_for(operator_ready, 180, "the operator's pod ready (in-cluster, from the chart)")
         kubectl(dev_env, "apply", "-f", "-", stdin=yaml.safe_dump_all(manifest(ns, dev_env)))
 
         def up() -> bool:
@@ -117,7 +140,7 @@ def cluster(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
             return {"slurm-controller-0", "slurm-accounting-0", "cpu-0"} <= names and len(names) >= 5
 
         wait_for(up, 240, "the example's five pods ready")
-        wait_for(lambda: "cpu-0" in idle_nodes(dev_env, ns), 90, "cpu-0 idle in sinfo")
+        wait_for(lambda: "cpu-0" in idle_nodes(dev_env, ns), 180, "cpu-0 idle in sinfo")
         yield ns
     finally:
         for kind in KINDS:  # the Controller first: a NodeSet deleted before it starts one more reconfigure
@@ -125,7 +148,9 @@ def cluster(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
         with contextlib.suppress(AssertionError):
             wait_for(lambda: not get(dev_env, ns, "pods").get("items"), 120, "the cluster's pods gone")
         kubectl(dev_env, "-n", ns, "delete", "pvc", "--all", check=False)
-        stop_operator(operator)
+        with contextlib.suppress(Exception):
+            chart.uninstall(RELEASE, timeout=60)
+        chart.close()
         end_workflows_of(dev_env, queue)
         kubectl(dev_env, "delete", "namespace", ns, "--wait=false", check=False)
         sql(dev_env, f"DROP DATABASE IF EXISTS {database(ns)};\n")
@@ -136,13 +161,15 @@ def test_the_example_runs_in_containers_on_the_real_nodes_from_the_registry(
 ) -> None:
     real = real_node_names(dev_env)
     pods = get(dev_env, cluster, "pods")["items"]
-    assert len(pods) == 5
+    assert len(pods) == 6  # the operator's and the example's five
     for pod in pods:
         name = pod["metadata"]["name"]
         assert pod["spec"]["nodeName"] in real, f"{name} is on {pod['spec']['nodeName']}, not a real node"
         (status,) = pod["status"]["containerStatuses"]
         assert status["containerID"].startswith("containerd://"), name
-        assert status["image"].startswith("ghcr.io/slinkyproject/") and "sha256:" in status["imageID"], status
+        assert "sha256:" in status["imageID"], status
+        if not name.startswith(RELEASE):
+            assert status["image"].startswith("ghcr.io/slinkyproject/"), status
     claim = get(dev_env, cluster, "pvc", "statesave-slurm-controller-0")
     assert claim["status"]["phase"] == "Bound" and claim["spec"]["storageClassName"] == "slinky-local-path"
     volume = json.loads(kubectl(dev_env, "get", "pv", claim["spec"]["volumeName"], "-o", "json"))
@@ -150,6 +177,7 @@ def test_the_example_runs_in_containers_on_the_real_nodes_from_the_registry(
     assert "cpu-0" in idle_nodes(dev_env, cluster)
 
 
+@pytest.mark.timeout(300)
 def test_a_two_node_srun_completes_across_two_real_nodes_and_sacct_lists_it(
     cluster: str, dev_env: dict[str, str]
 ) -> None:
@@ -172,6 +200,7 @@ def test_kubectl_logs_of_the_controller_pod_is_its_containers_own_log(cluster: s
     assert "slurmctld version 26.05" in out and "Running as primary controller" in out
 
 
+@pytest.mark.timeout(300)
 def test_a_deleted_controller_pod_keeps_the_job_queue(cluster: str, dev_env: dict[str, str]) -> None:
     job = on_login(dev_env, cluster, "sbatch", "--hold", "--parsable", "--wrap", "sleep 1").strip()
     before = get(dev_env, cluster, "pod", "slurm-controller-0")["metadata"]["uid"]
@@ -187,6 +216,7 @@ def test_a_deleted_controller_pod_keeps_the_job_queue(cluster: str, dev_env: dic
     on_login(dev_env, cluster, "scancel", job)
 
 
+@pytest.mark.timeout(300)
 def test_kill_9_of_slurmctld_is_restarted_by_the_kubelet_with_every_job(cluster: str, dev_env: dict[str, str]) -> None:
     job = on_login(dev_env, cluster, "sbatch", "--hold", "--parsable", "--wrap", "sleep 1").strip()
     restarts = get(dev_env, cluster, "pod", "slurm-controller-0")["status"]["containerStatuses"][0]["restartCount"]
@@ -201,6 +231,7 @@ def test_kill_9_of_slurmctld_is_restarted_by_the_kubelet_with_every_job(cluster:
     on_login(dev_env, cluster, "scancel", job)
 
 
+@pytest.mark.timeout(300)
 def test_scale_in_waits_for_the_job_on_the_node_it_removes(cluster: str, dev_env: dict[str, str]) -> None:
     wait_for(lambda: {"cpu-0", "cpu-1"} <= idle_nodes(dev_env, cluster), 120, "cpu-0 and cpu-1 idle")
     # On both nodes, so whichever pod the scale-in picks has a job to wait for (an idle one would go first).
@@ -224,6 +255,7 @@ def test_scale_in_waits_for_the_job_on_the_node_it_removes(cluster: str, dev_env
     assert state == "COMPLETED", f"the job ended {state}, not COMPLETED: the scale-in killed it"
 
 
+@pytest.mark.timeout(300)
 def test_a_config_change_rolls_the_controller_pod_and_slurmctld_reads_it(cluster: str, dev_env: dict[str, str]) -> None:
     before = get(dev_env, cluster, "pod", "slurm-controller-0")["metadata"]["uid"]
     extra = "SchedulerParameters=batch_sched_delay=0,sched_interval=1\nMaxJobCount=12345"
@@ -248,6 +280,7 @@ def test_a_config_change_rolls_the_controller_pod_and_slurmctld_reads_it(cluster
     assert pod["metadata"]["uid"] != before, "without inplaceReconfigure the new config comes with a new pod"
 
 
+@pytest.mark.timeout(300)
 def test_an_image_the_registry_lacks_is_named_on_the_nodeset(cluster: str, dev_env: dict[str, str]) -> None:
     image = "ghcr.io/slinkyproject/slurmd:no-such-tag"
     nodeset = {
@@ -263,7 +296,12 @@ def test_an_image_the_registry_lacks_is_named_on_the_nodeset(cluster: str, dev_e
             found = get(dev_env, cluster, "nodeset", "ghost").get("status", {}).get("conditions") or []
             return next((c for c in found if c["type"] == "PodsHealthy"), {})
 
-        wait_for(lambda: condition().get("status") == "False", 120, "PodsHealthy False on NodeSet ghost")
+        try:
+            wait_for(lambda: condition().get("status") == "False", 120, "PodsHealthy False on NodeSet ghost")
+        except AssertionError as err:
+            status = get(dev_env, cluster, "nodeset", "ghost").get("status")
+            logs = kubectl(dev_env, "-n", cluster, "logs", f"deploy/{RELEASE}", "--tail=30", check=False)
+            raise AssertionError(f"{err}\nstatus: {status}\noperator log:\n{logs}") from None
         cond = condition()
         assert cond["reason"] == "ImagePullFailed"
         assert "pod ghost-0: container slurmd" in cond["message"] and image in cond["message"]

@@ -270,3 +270,31 @@ def test_an_image_the_registry_lacks_is_err_image_pull_where_the_user_looks(kube
     described = kubectl("describe", "pod", "-n", ns, "missing")
     assert "Failed to pull image" in described and image in described
     kubectl("delete", "pod", "-n", ns, "missing", "--wait=false")
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("component", ["kubelet", "containerd"])
+def test_kill_9_of_a_nodes_daemon_leaves_its_containers_running(
+    kubectl: Kubectl, ns: str, pods: dict[str, dict[str, Any]], component: str, dev_env: dict[str, str]
+) -> None:
+    """As on a cluster, where systemd restarts them: the containers outlive their kubelet and containerd (runc's
+    shims hold them), and the restarted daemon takes them back; here `slinky dev up` is the restarter."""
+    node = pods["web"]["spec"]["nodeName"]
+    index = int(node.rsplit("-", 1)[1])
+    before = {c["name"]: c["containerID"] for c in kubectl.json("pod", "-n", ns, "web")["status"]["containerStatuses"]}
+    assert stack.kill(f"real-{index}-{component}") is not None
+    # The pod still answers while its node's daemon is down.
+    out = exec_in(kubectl, ns, "client", "busybox", "wget", "-qO-", f"http://{pods['web']['status']['podIP']}:8080/")
+    assert out is not None
+    devstack.slinky("dev", "up", env=dev_env, timeout=180)
+
+    def back() -> bool:
+        node_obj = kubectl.json("node", node)
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in node_obj["status"]["conditions"])
+        statuses = kubectl.json("pod", "-n", ns, "web")["status"]["containerStatuses"]
+        return ready and all(s["ready"] for s in statuses)
+
+    eventually(back, 120, f"{node} Ready again with web ready")
+    after = {c["name"]: c["containerID"] for c in kubectl.json("pod", "-n", ns, "web")["status"]["containerStatuses"]}
+    assert after == before, "the same containers, not new ones"
+    exec_in(kubectl, ns, "client", "busybox", "wget", "-qO-", f"http://{pods['web']['status']['podIP']}:8080/")

@@ -21,5 +21,6 @@ def test_the_sources_id_changes_with_the_rootfs() -> None:
 
 def test_the_project_image_is_tagged_with_the_project_version() -> None:
     push = images.project_push(images.project_version())
+    assert len(images.project_sources_id()) == 12
     assert push.source == f"localhost/slinky-temporal:{images.project_version()}"
     assert push.target.startswith("slinky/slinky-temporal:")

@@ -149,3 +149,33 @@ runAsGroup: 65532
 capabilities:
   drop: [ALL]
 {{- end -}}
+
+{{- define "slinky-operator.apiAccessVolume" -}}
+# The ServiceAccount's token, the cluster's CA and the namespace, where in-cluster clients read them: what
+# Kubernetes 1.21+ injects for automountServiceAccountToken, written out so the pods get it on a cluster whose
+# ServiceAccount admission plugin is off too. The kubelet renews the token (TokenRequest); 3607 s lets a
+# 1.20+ API server extend it for clients that read the file once.
+- name: kube-api-access
+  projected:
+    defaultMode: 0444
+    sources:
+      - serviceAccountToken:
+          path: token
+          expirationSeconds: 3607
+      - configMap:
+          name: kube-root-ca.crt
+          items:
+            - key: ca.crt
+              path: ca.crt
+      - downwardAPI:
+          items:
+            - path: namespace
+              fieldRef:
+                fieldPath: metadata.namespace
+{{- end -}}
+
+{{- define "slinky-operator.apiAccessMount" -}}
+- name: kube-api-access
+  mountPath: /var/run/secrets/kubernetes.io/serviceaccount
+  readOnly: true
+{{- end -}}
