@@ -35,6 +35,7 @@ from slinky.operator import cluster_objects as objects
 from slinky.operator.conditions import set_condition
 from slinky.operator.models import ControllerKey
 from slinky.operator.reconfigure import (
+    ANNOTATION_CONFIG_WRITTEN,
     ANNOTATION_RECONFIGURED_AT,
     ANNOTATION_REJECTED,
     ANNOTATION_VERIFIED,
@@ -131,6 +132,9 @@ class ClusterActivities:
         }
         await self.kube.patch(path, {"metadata": {"annotations": annotations}, "data": data})
         if not inp.roll_pod:
+            with contextlib.suppress(KubeNotFound):  # no pod yet: it starts with the new files
+                touch = {"metadata": {"annotations": {ANNOTATION_CONFIG_WRITTEN: inp.hash}}}
+                await self.kube.patch(f"/api/v1/namespaces/{ns}/pods/{name}-controller-0", touch)
             return
         sts = f"/apis/apps/v1/namespaces/{ns}/statefulsets/{name}-controller"
         template = {"metadata": {"annotations": {objects.ANNOTATION_SLURM_CONFIG_HASH: inp.hash}}}

@@ -17,6 +17,10 @@ from pydantic import BaseModel
 ANNOTATION_WORKFLOW = "slinky.slurm.net/reconfigure-workflow"
 """On the ConfigMap: the workflow that wrote its config last."""
 ANNOTATION_RECONFIGURED_AT = "slinky.slurm.net/reconfigured-at"
+ANNOTATION_CONFIG_WRITTEN = "slinky.slurm.net/config-written"
+"""On the slurmctld pod (in-place reconfigure): the hash just written to its ConfigMap. Updating the pod makes its
+kubelet sync it at once, which refreshes the projected config volume; otherwise that waits for the kubelet's next
+periodic sync (up to a minute), and `scontrol reconfigure` would re-read the old files."""
 ANNOTATION_VERIFIED = "slinky.slurm.net/verified-config-hash"
 """On the ConfigMap: the hash ControllerReconfigure verified slurmctld runs (ConfigValid says Applied only then)."""
 ANNOTATION_REJECTED = "slinky.slurm.net/rejected-config-hash"

@@ -280,6 +280,41 @@ def test_a_config_change_rolls_the_controller_pod_and_slurmctld_reads_it(cluster
     assert pod["metadata"]["uid"] != before, "without inplaceReconfigure the new config comes with a new pod"
 
 
+def running_config(dev_env: dict[str, str], cluster: str, key: str) -> str:
+    out = on_login(dev_env, cluster, "scontrol", "show", "config", check=False)
+    return next((line.split("=", 1)[1].strip() for line in out.splitlines() if line.split("=")[0].strip() == key), "")
+
+
+@pytest.mark.timeout(300)
+def test_an_in_place_reconfigure_keeps_the_controller_pod(cluster: str, dev_env: dict[str, str]) -> None:
+    """inplaceReconfigure: the new files reach the running pod (its kubelet syncs it when the operator touches
+    it) and `scontrol reconfigure` reads them; the pod and its jobs stay."""
+    patch = {"spec": {"inplaceReconfigure": True}}
+    kubectl(dev_env, "-n", cluster, "patch", "controller", "slurm", "--type=merge", "-p", json.dumps(patch))
+
+    def settled() -> bool:  # dropping the config hash from the pod template rolls the pod once
+        sts = get(dev_env, cluster, "statefulset", "slurm-controller")
+        status = sts.get("status") or {}
+        pod = get(dev_env, cluster, "pod", "slurm-controller-0")
+        return (
+            status.get("updateRevision") == status.get("currentRevision")
+            and status.get("readyReplicas") == 1
+            and bool(pod)
+            and ready(pod)
+        )
+
+    wait_for(settled, 180, "the controller StatefulSet settled with inplaceReconfigure")
+    before = get(dev_env, cluster, "pod", "slurm-controller-0")["metadata"]["uid"]
+    job = on_login(dev_env, cluster, "sbatch", "--hold", "--parsable", "--wrap", "sleep 1").strip()
+    extra = "SchedulerParameters=batch_sched_delay=0,sched_interval=1\nMaxJobCount=23456"
+    conf = {"spec": {"extraConf": extra}}
+    kubectl(dev_env, "-n", cluster, "patch", "controller", "slurm", "--type=merge", "-p", json.dumps(conf))
+    wait_for(lambda: running_config(dev_env, cluster, "MaxJobCount") == "23456", 120, "MaxJobCount=23456 running")
+    assert get(dev_env, cluster, "pod", "slurm-controller-0")["metadata"]["uid"] == before, "the pod was replaced"
+    assert on_login(dev_env, cluster, "squeue", "-h", "-j", job, "-o", "%T").split() == ["PENDING"]
+    on_login(dev_env, cluster, "scancel", job)
+
+
 @pytest.mark.timeout(300)
 def test_an_image_the_registry_lacks_is_named_on_the_nodeset(cluster: str, dev_env: dict[str, str]) -> None:
     image = "ghcr.io/slinkyproject/slurmd:no-such-tag"
