@@ -4,17 +4,19 @@ Needs the local stack (``slinky dev up``, at least ``--pods`` real nodes). It ma
 the real nodes with a Controller, a RestApi and a NodeSet ``cpu`` at 0 replicas (the example's, without
 accounting and login), runs an operator for it as its own process, and measures, per round:
 
-* **by hand** (the baseline): on each of ``--pods`` real nodes, ``ctr run`` of the same slurmd image in that
-  node's containerd (the node's network, the cluster's slurm.key bind-mounted), ``slurmd -D -Z -N hand-<i>``
-  configless against the controller pod: start -> every ``hand-*`` node IDLE in Slurm; then removed;
 * **NodeSet scale-out 0 -> N**: the NodeSet patched to ``--pods`` replicas (one pod per real node, its
-  anti-affinity) -> every ``cpu-*`` node IDLE; then back to 0, the pods and their Slurm nodes gone.
+  anti-affinity) -> every ``cpu-*`` node IDLE; then back to 0, the pods and their Slurm nodes gone;
+* **by hand** (the baseline): the very pod spec the operator wrote, created with ``kubectl create`` as pods
+  ``hand-<i>`` bound to the real nodes (no operator, no scheduler): create -> every ``hand-*`` node IDLE in
+  Slurm; then deleted and their Slurm nodes removed. The ratio is what the operator's path adds to a slurmd
+  container's start by the kubelet. (``ctr run`` of the image in a node's containerd was tried as the
+  baseline: slurmd there needs the cluster's DNS and its own name as a pod gets them, and never registered.)
 
 Both sides are seen by one poll of slurmrestd (``GET /slurm/v0.0.44/nodes`` every 100 ms at the RestApi pod's
 address, a JWT minted from the cluster's key). Also printed: the memory (RSS) of each real node's kubelet,
 containerd and kube-proxy; with ``--dev-up``, a warm ``slinky dev up`` (the stack running); with
 ``--images``, the time to build the Slurm images from the cached rootfs and their sizes. Everything it made is
-removed at the end (containers, Slurm nodes, namespace, operator), on an error or Ctrl-C too. Usage::
+removed at the end (pods, Slurm nodes, namespace, operator), on an error or Ctrl-C too. Usage::
 
     .venv/bin/python -m bench.real_nodes --pods 2 --rounds 3
     .venv/bin/python -m bench.real_nodes --quick          # 1 pod, 1 round
@@ -26,11 +28,11 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -47,9 +49,6 @@ from slinky.dev import demo, images, real_nodes  # noqa: E402
 from slinky.dev import stack as dev_stack  # noqa: E402
 from slinky.dev.procs import ProcessTable  # noqa: E402
 
-SLURMD_IMAGE = f"slinky/slurmd:{images.SLURM_TAG}"
-"""By hand, pulled from the stack's registry by its own name (``ctr`` does not read the CRI's mirrors): the same
-image the pods get as ``ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04``."""
 HAND_PREFIX = "hand-"
 
 
@@ -59,10 +58,9 @@ class Bench:
         self.ns = f"bench-rn-{uuid.uuid4().hex[:6]}"
         self.queue = f"bench-{self.ns}"
         self.operator: subprocess.Popen[bytes] | None = None
-        self.key_file = Path(tempfile.mkdtemp(prefix="bench-rn-")) / "slurm.key"
         self.rest = ""
         self.token = ""
-        self.containers: list[tuple[real_nodes.RealNode, str]] = []
+        self.template: dict[str, Any] = {}
 
     # ---------------------------------------------------------------------------------------------- plumbing
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
@@ -111,7 +109,8 @@ class Bench:
     def idle(self, prefix: str, count: int) -> bool:
         nodes = self.slurm_nodes()
         found = [s for n, s in nodes.items() if n.startswith(prefix)]
-        return len(found) == count and all(states == ["IDLE"] for states in found)
+        bad = {"DOWN", "DRAIN", "NOT_RESPONDING", "FUTURE", "UNKNOWN"}
+        return len(found) == count and all("IDLE" in states and not bad & set(states) for states in found)
 
     # ---------------------------------------------------------------------------------------------- setup
     def setup(self) -> None:
@@ -156,8 +155,6 @@ class Bench:
 
         self.wait("slurmctld and slurmrestd pods ready", lambda: ready("slurmctld") and ready("slurmrestd"), 240, 1)
         secrets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}
-        self.key_file.write_text(secrets["slurm-auth-slurm"]["stringData"]["slurm.key"])
-        self.key_file.chmod(0o600)
         jwt_key = secrets["slurm-auth-jwt"]["stringData"]["jwt.key"].encode()
         self.token = jwt.mint(jwt_key, "slurm", 3600)
         rest_pod = self.get("pods", "-l", "app.kubernetes.io/name=slurmrestd")["items"][0]
@@ -175,33 +172,37 @@ class Bench:
 
     # ---------------------------------------------------------------------------------------------- rounds
     def by_hand(self) -> float:
-        nodes = [real_nodes.RealNode(i) for i in range(1, self.pods + 1)]
-        server = f"{self.controller_ip()}:6817"
-        image = f"{dev_stack.registry_address()}/{SLURMD_IMAGE}"
-        for node in nodes:  # the image on the node before the clock starts, as for the pods (pulled once)
-            if image not in self.ctr(node, "images", "list", "-q"):
-                self.ctr(node, "images", "pull", "--plain-http", image)
+        """The NodeSet's own pod spec (as the operator wrote it in the last scale-out), created by hand with
+        ``kubectl create``: one pod per real node, bound by ``nodeName`` (no operator, no scheduler)."""
+        assert self.template, "a scale-out round first: it gives the pod spec"
+        pods = []
+        for i in range(1, self.pods + 1):
+            name = f"{HAND_PREFIX}{i}"
+            spec = json.loads(json.dumps(self.template["spec"]))
+            spec.update(hostname=name, nodeName=real_nodes.RealNode(i).name)
+            spec.pop("affinity", None)
+            labels = {"app.kubernetes.io/part-of": "bench-real-nodes"}
+            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": spec})
         start = time.monotonic()
-        for i, node in enumerate(nodes, 1):
-            cid = f"{self.ns}-hand-{i}"
-            self.ctr(
-                node,
-                "run", "-d", "--net-host", "--privileged",
-                "--mount", f"type=bind,src={self.key_file},dst=/etc/slurm/slurm.key,options=rbind:ro",
-                image, cid,
-                "slurmd", "-D", "-Z", "-N", f"{HAND_PREFIX}{i}", "--conf-server", server, "--conf", "Features=hand",
-            )  # fmt: skip
-            self.containers.append((node, cid))
-        self.wait(f"{self.pods} hand-* nodes IDLE", lambda: self.idle(HAND_PREFIX, self.pods), 120)
+        self.kubectl(
+            "-n", self.ns, "create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": pods})
+        )
+        self.wait(f"{self.pods} hand-* nodes IDLE", lambda: self.idle(HAND_PREFIX, self.pods), 180)
         elapsed = time.monotonic() - start
         self.remove_hand()
         return elapsed
 
     def remove_hand(self) -> None:
-        for node, cid in self.containers:
-            self.ctr(node, "task", "delete", "--force", cid, check=False)  # kills it first
-            self.ctr(node, "containers", "delete", cid, check=False)
-        self.containers.clear()
+        self.kubectl(
+            "-n",
+            self.ns,
+            "delete",
+            "pods",
+            "-l",
+            "app.kubernetes.io/part-of=bench-real-nodes",
+            "--wait=true",
+            check=False,
+        )
         for name in [n for n in self.slurm_nodes() if n.startswith(HAND_PREFIX)]:
             self.kubectl(
                 "-n", self.ns, "exec", "slurm-controller-0", "--", "scontrol", "delete", f"nodename={name}", check=False
@@ -212,6 +213,7 @@ class Bench:
         self.kubectl("-n", self.ns, "scale", "nodeset/cpu", f"--replicas={self.pods}")
         self.wait(f"{self.pods} cpu-* nodes IDLE", lambda: self.idle("cpu-", self.pods), 180)
         elapsed = time.monotonic() - start
+        self.template = self.get("pod", "cpu-0")
         self.kubectl("-n", self.ns, "scale", "nodeset/cpu", "--replicas=0")
         self.wait(
             "the NodeSet's pods and Slurm nodes gone",
@@ -248,16 +250,14 @@ class Bench:
             env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
         )  # fmt: skip
         self.kubectl("delete", "namespace", self.ns, "--wait=false", check=False)
-        with contextlib.suppress(OSError):
-            self.key_file.unlink()
-            self.key_file.parent.rmdir()
+        return
 
 
 def node_memory() -> list[tuple[str, dict[str, int]]]:
     """RSS in MiB of each real node's daemons, from /proc."""
     procs = ProcessTable(dev_stack.STATE / "pids")
     out = []
-    for name in sorted({n.rsplit("-", 1)[0] for n in procs.names() if n.startswith("real-")}):
+    for name in sorted({m.group(1) for n in procs.names() if (m := re.match(r"(real-\d+)-", n))}):
         sizes = {}
         for component in real_nodes.COMPONENTS:
             pid = procs.running(f"{name}-{component}")
@@ -310,8 +310,8 @@ def main() -> int:
             print(f"bench.real_nodes: namespace {bench.ns}, {pods} slurmd per side, {rounds} round(s)", flush=True)
             bench.setup()
             for r in range(rounds):
-                hand = bench.by_hand()
                 pod = bench.scale_out()
+                hand = bench.by_hand()
                 rows.append((hand, pod))
                 print(f"  round {r + 1}: by hand {hand:.2f} s, NodeSet 0->{pods} {pod:.2f} s", flush=True)
         except KeyboardInterrupt:
@@ -326,8 +326,8 @@ def main() -> int:
         hand = statistics.median(r[0] for r in rows)
         pod = statistics.median(r[1] for r in rows)
         print(f"\nslurmd start -> every Slurm node IDLE ({pods} real node(s), median of {len(rows)})")
-        print(f"  by hand (ctr run in the node's containerd)  {hand:6.2f} s   1.00x")
-        print(f"  NodeSet scale-out 0->{pods} (pods, kubelet)     {pod:6.2f} s   {pod / hand:.2f}x")
+        print(f"  by hand (the same pods, kubectl create, bound)  {hand:6.2f} s   1.00x")
+        print(f"  NodeSet scale-out 0->{pods} (operator, scheduler)  {pod:6.2f} s   {pod / hand:.2f}x")
     print("\nmemory of each real node (RSS, MiB)")
     for name, sizes in node_memory():
         parts = ", ".join(f"{k} {v}" for k, v in sizes.items())
