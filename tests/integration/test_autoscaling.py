@@ -102,6 +102,7 @@ def test_the_api_answers_only_through_the_front_proxy(managed: str, dev_env: dic
     refused.value.close()
 
 
+@pytest.mark.timeout(300)  # the demo's cluster runs on the real nodes: each slurmd is a container start
 def test_an_hpa_scales_a_nodeset_from_zero_and_back_draining_first(
     kube: Kube, managed: str, dev_env: dict[str, str]
 ) -> None:

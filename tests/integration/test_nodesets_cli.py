@@ -112,6 +112,7 @@ def test_list_show_and_the_scale_in_of_a_nodeset(kube: Kube, cluster: str, dev_e
         conditions = {c["type"]: c["status"] for c in detail["conditions"]}
         assert conditions == {
             "ControllerReady": "True",
+            "PodsHealthy": "True",
             "SpecValid": "True",
             "ScaleInProgress": "False",
             "FieldsSupported": "True",

@@ -50,7 +50,9 @@ def ns(kubectl: Kubectl) -> Iterator[str]:
     name = f"real-{uuid.uuid4().hex[:6]}"
     kubectl("create", "namespace", name)
     yield name
-    kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
+    kubectl("delete", "namespace", name, "--wait=false", check=False)
+    # After a node's containerd was killed and restarted, its kubelet takes a while to stop the last containers.
+    eventually(lambda: not kubectl("get", "namespace", name, "--ignore-not-found"), 300, f"namespace {name} gone")
 
 
 def pod(ns: str, name: str, node: real_nodes.RealNode, command: list[str], labels: dict[str, str]) -> dict[str, Any]:
