@@ -115,7 +115,7 @@ def test_an_hpa_scales_a_nodeset_from_zero_and_back_draining_first(
         "kind": "NodeSet",
         "metadata": {"name": name, "namespace": NS},
         "spec": {"controllerRef": {"name": "slurm"}, "replicas": 0, "partition": {"enabled": True},
-                 "slurmd": {"image": "slurmd:26.05"}},
+                 "slurmd": {"image": "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04"}},
     }  # fmt: skip
     hpa = nodeset_hpa(NS, name, max_replicas=2, scale_down_seconds=10)
     procs = ProcessTable(stack.STATE / "pids")
