@@ -28,6 +28,8 @@ import contextlib
 import functools
 import ipaddress
 import json
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -491,12 +493,18 @@ def stop(procs: ProcessTable, log: Callable[[str], None]) -> None:
             for n in _run(["ip", "netns", "list"], check=False).stdout.split()
             if n.startswith(NETNS_PREFIX) and n[len(NETNS_PREFIX) :].isdigit()
         }
+        | {  # containers outlive everything else: their cgroups name the node
+            int(p.name[len(NETNS_PREFIX) :])
+            for p in Path("/sys/fs/cgroup/pids").glob(f"{NETNS_PREFIX}*")
+            if p.name[len(NETNS_PREFIX) :].isdigit()
+        }
     )
     for index in indexes:
         node = RealNode(index)
         for component in reversed(COMPONENTS):
             procs.stop(node.process(component))
         _tear_down(node, log)
+    remove_stale_cni_netns()
     if Path(f"/sys/class/net/{BRIDGE}").exists():
         _run(["ip", "link", "delete", BRIDGE], check=False)
     if _is_mountpoint(MOUNT_DIR) and not any(MOUNT_DIR.iterdir()):
@@ -508,6 +516,9 @@ def _tear_down(node: RealNode, log: Callable[[str], None]) -> None:
     cgroups."""
     killed = len(slurmd_runtime.namespace_pids(node.netns))
     slurmd_runtime.kill_namespace(node.netns)
+    # Containers run in their pods' network namespaces, under the node's cgroup root: they outlive a stopped
+    # containerd (runc's shims and their processes), so they are killed by cgroup.
+    killed += kill_cgroup_tree(node.cgroup_root)
     if _is_mountpoint(node.mount_ns):
         _run(["umount", str(node.mount_ns)], check=False)
     node.mount_ns.unlink(missing_ok=True)
@@ -534,6 +545,42 @@ def ensure_cgroups(root: str) -> None:
         for knob in ("cpuset.cpus", "cpuset.mems"):
             if (top / knob).exists() and not (top / knob).read_text().strip():
                 (top / knob).write_text((hierarchy / knob).read_text())
+
+
+def cgroup_pids(root: str) -> set[int]:
+    """Every process in the cgroup tree ``root`` of any v1 hierarchy."""
+    base = Path("/sys/fs/cgroup")
+    pids: set[int] = set()
+    for hierarchy in base.iterdir() if base.is_dir() else []:
+        top = hierarchy / root.lstrip("/")
+        if not top.is_dir():
+            continue
+        for procs in top.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError):
+                pids.update(int(p) for p in procs.read_text().split())
+    return pids
+
+
+def kill_cgroup_tree(root: str, timeout: float = 10.0) -> int:
+    """SIGKILL every process in the node's cgroup tree until none is left; how many there were."""
+    seen: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while (pids := cgroup_pids(root)) and time.monotonic() < deadline:
+        seen |= pids
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+    return len(seen)
+
+
+def remove_stale_cni_netns() -> None:
+    """``/run/netns/cni-*`` files that are no longer namespaces: containerd made them (bind mounts inside a node's
+    mount namespace, which went with it); on the host only the empty files remain."""
+    netns = Path("/run/netns")
+    for path in netns.glob("cni-*") if netns.is_dir() else []:
+        if not _is_mountpoint(path):
+            path.unlink(missing_ok=True)
 
 
 def _remove_cgroups(root: str) -> None:
