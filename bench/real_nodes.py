@@ -250,7 +250,6 @@ class Bench:
             env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
         )  # fmt: skip
         self.kubectl("delete", "namespace", self.ns, "--wait=false", check=False)
-        return
 
 
 def node_memory() -> list[tuple[str, dict[str, int]]]:

@@ -34,10 +34,12 @@ PROJECT_IMAGE: Final = "slinky-temporal"
 
 @dataclass(frozen=True)
 class Push:
-    """One image copied from podman's storage (``source``) to the registry (``target``, ``REPO:TAG``)."""
+    """One image copied from podman's storage or an archive (``source``) to the registry (``target``, ``REPO:TAG``)."""
 
     source: str
     target: str
+    transport: str = "containers-storage"
+    """skopeo's transport of ``source``: podman's storage, or ``oci-archive`` (a file)."""
 
 
 def slurm_pushes() -> list[Push]:
@@ -157,46 +159,24 @@ def push(registry: str, pushes: Iterable[Push], log: Callable[[str], None], *, f
     for item in pushes:
         if not force and registry_has(registry, item.target):
             continue
+        source = f"{item.transport}:{item.source}"
         done = subprocess.run(
-            [
-                "skopeo",
-                "copy",
-                "--quiet",
-                "--dest-tls-verify=false",
-                f"containers-storage:{item.source}",
-                f"docker://{registry}/{item.target}",
-            ],
+            ["skopeo", "copy", "--quiet", "--dest-tls-verify=false", source, f"docker://{registry}/{item.target}"],
             check=False,
             text=True,
             capture_output=True,
             env=_podman_env(),
         )
         if done.returncode != 0:
-            raise RuntimeError(f"skopeo copy {item.source} -> {registry}/{item.target}: {done.stderr.strip()}")
+            raise RuntimeError(f"skopeo copy {source} -> {registry}/{item.target}: {done.stderr.strip()}")
         log(f"pushed {registry}/{item.target}")
         pushed.append(item.target)
     return pushed
 
 
 def push_archives(registry: str, archives: Iterable[tuple[Path, str]], log: Callable[[str], None]) -> None:
-    """OCI archives (path, ``REPO:TAG``) the registry lacks."""
-    for source, target in archives:
-        if not source.is_file() or registry_has(registry, target):
-            continue
-        subprocess.run(
-            [
-                "skopeo",
-                "copy",
-                "--quiet",
-                "--dest-tls-verify=false",
-                f"oci-archive:{source}",
-                f"docker://{registry}/{target}",
-            ],
-            check=True,
-            text=True,
-            capture_output=True,
-        )
-        log(f"pushed {registry}/{target}")
+    """OCI archives (path, ``REPO:TAG``) the registry lacks; an archive not made yet is skipped."""
+    push(registry, [Push(str(path), target, "oci-archive") for path, target in archives if path.is_file()], log)
 
 
 def slurm_sources_id(rootfs_id: str) -> str:

@@ -453,16 +453,7 @@ def start_kubernetes(procs: ProcessTable) -> None:
         "--feature-gates=HPAScaleToZero=true",
         *aggregation.apiserver_flags(d),
     ]
-    pid = procs.running("kube-apiserver")
-    if pid is not None and _cmdline(pid) != apiserver_argv:
-        log("kube-apiserver running with other arguments: restarting it")
-        procs.stop("kube-apiserver")
-        pid = None
-    if pid is None:
-        procs.start("kube-apiserver", apiserver_argv, log=logs / "kube-apiserver.log")
-        log("kube-apiserver started")
-    else:
-        log("kube-apiserver already running")
+    _run_with(procs, "kube-apiserver", apiserver_argv, logs)
     _wait("kube-apiserver", _apiserver_ready, timeout=90)
     aggregation.register(d / "kubeconfig", d)
     argv = [
@@ -483,18 +474,25 @@ def start_kubernetes(procs: ProcessTable) -> None:
         "--kube-api-qps=200",
         "--kube-api-burst=400",
     ]
-    pid = procs.running("kube-controller-manager")
-    if pid is not None and _cmdline(pid) != argv:
-        log("kube-controller-manager running with other arguments: restarting it")
-        procs.stop("kube-controller-manager")
-        pid = None
-    if pid is None:
-        procs.start("kube-controller-manager", argv, log=logs / "kube-controller-manager.log")
+    if _run_with(procs, "kube-controller-manager", argv, logs):
         _still_alive(procs, "kube-controller-manager")
-        log("kube-controller-manager started")
-    else:
-        log("kube-controller-manager already running")
     start_kube_scheduler(procs)
+
+
+def _run_with(procs: ProcessTable, name: str, argv: list[str], logs: Path) -> bool:
+    """``name`` running with exactly ``argv``: started, or restarted when it runs with other arguments (a flag
+    the stack's code added since); True when it was (re)started."""
+    pid = procs.running(name)
+    if pid is not None and _cmdline(pid) != argv:
+        log(f"{name} running with other arguments: restarting it")
+        procs.stop(name)
+        pid = None
+    if pid is not None:
+        log(f"{name} already running")
+        return False
+    procs.start(name, argv, log=logs / f"{name}.log")
+    log(f"{name} started")
+    return True
 
 
 CONTROLLERS = (
@@ -1359,7 +1357,6 @@ def _cluster_services() -> None:
 
 HOST_SERVICES = (
     ("temporal", "temporal-frontend", 7233, PORTS.temporal),
-    ("slinky-dev", "temporal-frontend", 7233, PORTS.temporal),
     ("slinky-dev", "slurmrestd", 6820, PORTS.slurmrestd),
 )
 """(namespace, Service, port, host port): the stack's Temporal and slurmrestd as in-cluster Services, through the

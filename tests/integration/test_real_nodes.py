@@ -287,7 +287,7 @@ def test_kill_9_of_a_nodes_daemon_leaves_its_containers_running(
     assert stack.kill(f"real-{index}-{component}") is not None
     # The pod still answers while its node's daemon is down.
     out = exec_in(kubectl, ns, "client", "busybox", "wget", "-qO-", f"http://{pods['web']['status']['podIP']}:8080/")
-    assert out is not None
+    assert out.strip() == "web-0", out
     devstack.slinky("dev", "up", env=dev_env, timeout=180)
 
     def back() -> bool:
@@ -299,4 +299,5 @@ def test_kill_9_of_a_nodes_daemon_leaves_its_containers_running(
     eventually(back, 120, f"{node} Ready again with web ready")
     after = {c["name"]: c["containerID"] for c in kubectl.json("pod", "-n", ns, "web")["status"]["containerStatuses"]}
     assert after == before, "the same containers, not new ones"
-    exec_in(kubectl, ns, "client", "busybox", "wget", "-qO-", f"http://{pods['web']['status']['podIP']}:8080/")
+    out = exec_in(kubectl, ns, "client", "busybox", "wget", "-qO-", f"http://{pods['web']['status']['podIP']}:8080/")
+    assert out.strip() == "web-0", out
