@@ -278,15 +278,11 @@ def _daemon_container(base: Obj, obj: Controller | RestApi | Accounting | LoginS
 
 def _container(base: Obj, overlay: Mapping[str, Any]) -> Obj:
     """`base` with the user's container merged in: `pods._merge_container` (the user's fields win except the
-    name; env and volumeMounts merged by name), plus upstream's rules for two fields it treats as mergeable:
-    the user's `args` are appended to ours, and a user's probe replaces only our probe's handler and the
-    fields it sets (our thresholds stay unless overridden)."""
+    name; env and volumeMounts merged by name; the user's `args` appended to ours), plus upstream's rule for
+    probes: a user's probe replaces only our probe's handler and the fields it sets (our thresholds stay unless
+    overridden)."""
     user = copy.deepcopy(dict(overlay))
     out = _merge_container(copy.deepcopy(base), user)
-    args = [*base.get("args", []), *(user.get("args") or [])]
-    out.pop("args", None)
-    if args:
-        out["args"] = args
     for probe in _PROBES:
         if isinstance(base.get(probe), dict) and isinstance(user.get(probe), dict):
             kept = {

@@ -143,3 +143,11 @@ def test_a_pinned_pod_keeps_its_anti_affinity_and_gets_the_node() -> None:
     (term,) = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": ["w1"]}]
     assert affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+
+
+def test_the_users_slurmd_args_come_after_ours_and_an_empty_list_changes_nothing() -> None:
+    """Upstream's chart renders `slurmd.args: []`: the pod must still get `-Z --conf-server ...`."""
+    base = {"name": "slurmd", "args": ["-Z", "--conf-server", "c:6817"], "env": [{"name": "A", "value": "1"}]}
+    assert pods._merge_container(base, {"args": [], "env": []})["args"] == ["-Z", "--conf-server", "c:6817"]
+    merged = pods._merge_container(base, {"args": ["-vvv"], "image": "i"})
+    assert merged["args"] == ["-Z", "--conf-server", "c:6817", "-vvv"] and merged["image"] == "i"
