@@ -9,6 +9,7 @@
 # 2. Context: the locked runtime wheels (`uv export --no-dev`, hashes kept) downloaded on the host through
 #    pip's configured index, and the project's wheel (`uv build`).
 # 3. `podman build --network=none` with deploy/images/containers.conf; hadolint on the Containerfile.
+# ONLY_BASE=1: step 1 only.
 # Optional: SAVE=path.oci.tar also writes an OCI archive (for `ctr import`, `kind load`, a registry push...).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,6 +43,7 @@ if [ "${REBUILD_BASE:-0}" = 1 ] || ! podman image exists "$base"; then
   rm -rf "$rootfs"
   trap - EXIT
 fi
+[ "${ONLY_BASE:-0}" = 1 ] && exit 0   # build-nginx.sh: only the base
 
 step "context in $work"
 rm -rf "$work" && mkdir -p "$work/wheels/project"

@@ -100,13 +100,6 @@ class SetComment:
 
 
 @dataclass(frozen=True)
-class SetFeatures:
-    """Set ``features`` and ``features_act`` (the partitions annotation changed)."""
-
-    features: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class DeleteSlurmNode:
     """``DELETE node/{name}``; planned only once the node is drained."""
 
@@ -126,16 +119,7 @@ class Blocked:
 
 
 Action = (
-    Drain
-    | Undrain
-    | AddTaint
-    | RemoveTaint
-    | CreateSlurmNode
-    | SetComment
-    | SetFeatures
-    | DeleteSlurmNode
-    | WaitDrained
-    | Blocked
+    Drain | Undrain | AddTaint | RemoveTaint | CreateSlurmNode | SetComment | DeleteSlurmNode | WaitDrained | Blocked
 )
 
 
@@ -154,8 +138,6 @@ def describe(action: Action) -> str:
             return f"create external node: {conf}"
         case SetComment(comment=comment):
             return f"record registration: {comment}"
-        case SetFeatures(features=features):
-            return f"set features {','.join(features)}"
         case DeleteSlurmNode():
             return "delete Slurm node"
         case WaitDrained(why=why):
@@ -169,8 +151,8 @@ def cordon_reason(kube_name: str) -> str:
     return f"{REASON_PREFIX} Corresponding Kubernetes node ({kube_name}) is unschedulable"
 
 
-def drift_reason(kube_name: str, changes: str) -> str:
-    return f"{REASON_PREFIX} Kubernetes node ({kube_name}) resources changed ({changes}); recreating"
+def drift_reason(kube_name: str, changes: str, what: str = "resources") -> str:
+    return f"{REASON_PREFIX} Kubernetes node ({kube_name}) {what} changed ({changes}); recreating"
 
 
 def removed_reason(kube_name: str) -> str:
@@ -372,10 +354,18 @@ def _current_resources(slurm: SlurmNode) -> Resources:
 
 
 def _external_actions(spec: ExternalSpec, slurm: SlurmNode) -> list[Action]:
-    """Drift → retire and recreate (returned alone); else record the registration and the features."""
-    changes = spec.resources.diff(_current_resources(slurm))
+    """Drift → retire and recreate (returned alone); else record the registration.
+
+    New partitions are drift too: slurmctld puts a node in a ``NodeSet=<p> Feature=<p>`` partition when the node is
+    created (or on ``scontrol reconfigure``), not when its features change (measured on 26.05: a node updated to
+    ``ActiveFeatures=p`` stayed in no partition), so the node is registered again with its new Feature.
+    """
+    changes, what = spec.resources.diff(_current_resources(slurm)), "resources"
+    if spec.features and set(spec.features) != set(slurm.features):
+        moved = f"partitions {','.join(sorted(slurm.features)) or 'none'}->{','.join(spec.features)}"
+        changes, what = (f"{changes}, {moved}", "resources") if changes else (moved, "partitions")
     if changes:
-        retire = _retire(slurm, drift_reason(spec.kube_name, changes))
+        retire = _retire(slurm, drift_reason(spec.kube_name, changes, what))
         if retire == [DeleteSlurmNode()]:
             # A drain somebody else set survives the recreation.
             keep = slurm.reason if slurm.reason and not is_ours(slurm.reason) else None
@@ -385,8 +375,6 @@ def _external_actions(spec: ExternalSpec, slurm: SlurmNode) -> list[Action]:
     comment = registration_comment(spec)
     if slurm.comment != comment:
         actions.append(SetComment(comment))
-    if spec.features and set(spec.features) != set(slurm.features):
-        actions.append(SetFeatures(spec.features))
     return actions
 
 

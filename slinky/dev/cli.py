@@ -27,7 +27,15 @@ def add_parser(sub: Any) -> None:
         type=int,
         default=2,
         metavar="R",
-        help="real Kubernetes nodes: kubelet, kube-proxy and containerd in network namespaces (0: none)",
+        help="real Kubernetes nodes for the Slurm clusters: kubelet, kube-proxy and containerd in network "
+        "namespaces (0: none; at most 4)",
+    )
+    up.add_argument(
+        "--real-bridge-nodes",
+        type=int,
+        default=2,
+        metavar="B",
+        help="real Kubernetes nodes that are also the bridge's external Slurm nodes, partition real-nodes (0-2)",
     )
     up.set_defaults(handler=_up)
     status = dev.add_parser("status", help="health of each component")
@@ -60,6 +68,7 @@ def _up(args: argparse.Namespace) -> int:
         workers=not args.no_workers,
         worker_nodes=args.worker_nodes,
         real=args.real_nodes,
+        real_bridge=args.real_bridge_nodes,
     )
 
 

@@ -5,6 +5,8 @@
   ``slinkyproject/<name>:26.05-ubuntu26.04``, so a manifest written for upstream pulls ours unchanged.
 * The small images of the real nodes (``slinky/busybox``, ``slinky/pause``), from the OCI archives the nodes
   import.
+* The examples' nginx (``deploy/images/build-nginx.sh``): ``slinky/nginx:1.22`` and docker.io's
+  ``library/nginx:{1.22,latest}``, so ``image: nginx`` in deploy/examples/podgroup-nginx*.yaml pulls it.
 * The project's image (``deploy/images/build.sh``) by ``make images``.
 
 Pushing is skopeo from podman's storage, idempotent: an image the registry already has is not pushed again.
@@ -30,6 +32,9 @@ UPSTREAM_REPOSITORY: Final = "slinkyproject"
 UPSTREAM_TAG: Final = "26.05-ubuntu26.04"
 """Upstream's image tag for Slurm 26.05 (its chart's default), under which the mirror serves ours."""
 PROJECT_IMAGE: Final = "slinky-temporal"
+NGINX_TAG: Final = "1.22"
+NGINX_IMAGE: Final = f"{LOCAL_PREFIX}/nginx:{NGINX_TAG}"
+"""Debian bookworm's nginx (``deploy/images/build-nginx.sh``), for the bridge's examples."""
 
 
 @dataclass(frozen=True)
@@ -179,25 +184,64 @@ def push_archives(registry: str, archives: Iterable[tuple[Path, str]], log: Call
     push(registry, [Push(str(path), target, "oci-archive") for path, target in archives if path.is_file()], log)
 
 
-def slurm_sources_id(rootfs_id: str) -> str:
-    """A hash of what the Slurm images are made of: the build script, the Containerfile and entry points, and
-    the Slurm rootfs's build id. The registry outlives the stack; a change means build and push again."""
-    digest = hashlib.sha256(rootfs_id.encode())
-    folder = repo_root() / "deploy" / "images"
-    for path in [folder / "build-slurm.sh", *sorted((folder / "slurm").iterdir())]:
+def sources_id(files: Iterable[Path], salt: str = "") -> str:
+    """A hash of the files an image is made of (and ``salt``: the Slurm rootfs's build id)."""
+    digest = hashlib.sha256(salt.encode())
+    for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def ensure_slurm_images(registry: str, stamp: Path, rootfs_id: str, log: Callable[[str], None]) -> None:
-    """The Slurm images in the registry, as the sources now make them: built and pushed again when ``stamp``
-    (beside the registry's storage) records other sources, pushed when the registry lacks one."""
-    pushes = slurm_pushes()
-    wanted = slurm_sources_id(rootfs_id)
+def slurm_sources_id(rootfs_id: str) -> str:
+    """What the Slurm images are made of: the build script, the Containerfile and entry points, and the Slurm
+    rootfs's build id. The registry outlives the stack; a change means build and push again."""
+    folder = repo_root() / "deploy" / "images"
+    return sources_id([folder / "build-slurm.sh", *sorted((folder / "slurm").iterdir())], rootfs_id)
+
+
+def nginx_sources_id() -> str:
+    folder = repo_root() / "deploy" / "images"
+    return sources_id([folder / "build-nginx.sh", folder / "nginx" / "Containerfile"])
+
+
+def nginx_pushes() -> list[Push]:
+    """The examples' nginx under the stack's name and as docker.io's ``library/nginx`` (``image: nginx``)."""
+    return [Push(NGINX_IMAGE, f"slinky/nginx:{NGINX_TAG}")] + [
+        Push(NGINX_IMAGE, f"library/nginx:{tag}") for tag in (NGINX_TAG, "latest")
+    ]
+
+
+def build_nginx_image(log: Callable[[str], None]) -> None:
+    """``deploy/images/build-nginx.sh`` (a few seconds: Debian's nginx-light over the project's base)."""
+    log("building the examples' nginx image (deploy/images/build-nginx.sh)")
+    script = repo_root() / "deploy" / "images" / "build-nginx.sh"
+    done = subprocess.run(["bash", str(script), NGINX_IMAGE], check=False, text=True, capture_output=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"deploy/images/build-nginx.sh failed:\n{done.stderr[-3000:]}")
+
+
+def ensure_images(
+    registry: str,
+    stamp: Path,
+    pushes: list[Push],
+    wanted: str,
+    build: Callable[[Callable[[str], None]], None],
+    log: Callable[[str], None],
+) -> None:
+    """Images in the registry as their sources now make them: built and pushed again when ``stamp`` (beside the
+    registry's storage) records other sources (``wanted``), pushed when the registry lacks one."""
     current = stamp.is_file() and stamp.read_text().strip() == wanted
     if current and all(registry_has(registry, p.target) for p in pushes):
         return
     if not current or not all(local_image_exists(p.source) for p in pushes):
-        build_slurm_images(log)
+        build(log)
     push(registry, pushes, log, force=not current)
     stamp.write_text(wanted + "\n")
+
+
+def ensure_slurm_images(registry: str, stamp: Path, rootfs_id: str, log: Callable[[str], None]) -> None:
+    ensure_images(registry, stamp, slurm_pushes(), slurm_sources_id(rootfs_id), build_slurm_images, log)
+
+
+def ensure_nginx_image(registry: str, stamp: Path, log: Callable[[str], None]) -> None:
+    ensure_images(registry, stamp, nginx_pushes(), nginx_sources_id(), build_nginx_image, log)

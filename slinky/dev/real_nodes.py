@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from slinky import wellknown
 from slinky.dev import slurmd_runtime
 from slinky.dev.procs import ProcessTable
 
@@ -69,8 +70,19 @@ RUNTIME_PACKAGES: Final = {
 """Commands the real nodes need, and the Debian 12 package of each (the CNI plugins: ``containernetworking-plugins``,
 checked by path)."""
 COMPONENTS: Final = ("containerd", "kubelet", "kube-proxy")
-NODE_LABEL: Final = "node.slinky.slurm.net/real=true"
-"""Every real node has this label (``kubectl get nodes -l node.slinky.slurm.net/real=true``)."""
+REAL_KEY: Final = "node.slinky.slurm.net/real"
+"""Every real node has this label (``kubectl get nodes -l node.slinky.slurm.net/real``) and a NoSchedule taint of
+this key, both valued by the node's role: ``true`` or ``bridge``."""
+NODE_LABEL: Final = f"{REAL_KEY}=true"
+"""The Slurm clusters' real nodes (``kubectl get nodes -l node.slinky.slurm.net/real=true``): where the pods of a
+namespace annotated with :func:`namespace_annotations` go (the operator's clusters)."""
+BRIDGE_NODE_LABEL: Final = f"{REAL_KEY}=bridge"
+"""The bridge's real nodes: also external Slurm nodes of the stack's Slurm (label
+``scheduler.slinky.slurm.net/external-node``, partition :data:`BRIDGE_PARTITION`); only the bridge binds pods there."""
+BRIDGE_NODES_FIRST: Final = 5
+"""Node indexes 1-4 are the clusters' nodes, 5 and up the bridge's (``slinky-real-5``...)."""
+BRIDGE_PARTITION: Final = "real-nodes"
+"""The stack's Slurm partition of the bridge's real nodes (their ``external-node-partitions`` annotation)."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,24 @@ class RealNode:
     @property
     def cgroup_root(self) -> str:
         return f"/{self.netns}"
+
+    @property
+    def bridge(self) -> bool:
+        """One of the bridge's nodes (an external Slurm node), not a Slurm cluster's."""
+        return self.index >= BRIDGE_NODES_FIRST
+
+    @property
+    def labels(self) -> list[str]:
+        """What the kubelet registers the node with."""
+        if self.bridge:
+            return [BRIDGE_NODE_LABEL, f"{wellknown.LABEL_EXTERNAL_NODE}=true"]
+        return [NODE_LABEL]
+
+    @property
+    def taint(self) -> str:
+        """``key=value:NoSchedule``: no pod lands here unless its namespace sends it (clusters' nodes) or the bridge
+        binds it (the bridge's nodes, where the bridge adds ``slinky.slurm.net/managed-node`` NoExecute)."""
+        return f"{REAL_KEY}={'bridge' if self.bridge else 'true'}:NoSchedule"
 
     def process(self, component: str) -> str:
         """The ProcessTable name of one of its daemons: ``real-1-kubelet``."""
@@ -194,10 +224,11 @@ def _is_mountpoint(path: Path) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ configuration
-MIRRORED_REGISTRIES: Final = ("ghcr.io",)
+MIRRORED_REGISTRIES: Final = ("ghcr.io", "docker.io")
 """Registries the stack's registry stands in for, as an air-gapped cluster's mirror does: upstream's manifests
-name ``ghcr.io/slinkyproject/<image>:<tag>``, and a node pulls ``<image>:<tag>`` from the stack's registry,
-where ``slinky dev up`` pushed the images built here (docs/images.md). Nothing is fetched from the host itself.
+name ``ghcr.io/slinkyproject/<image>:<tag>`` (the bridge's examples ``nginx``: docker.io's ``library/nginx``), and
+a node pulls ``<image>:<tag>`` from the stack's registry, where ``slinky dev up`` pushed the images built here
+(docs/images.md). Nothing is fetched from the host itself.
 """
 
 
@@ -364,8 +395,6 @@ class Stack:
     registry: str
     """``HOST:PORT`` of the stack's image registry (plain HTTP)."""
     logs: Path
-    taints: list[str]
-    """``key=value:Effect`` each node registers with."""
 
 
 def node_dir(stack: Stack, node: RealNode) -> Path:
@@ -412,8 +441,8 @@ def argv(stack: Stack, node: RealNode, component: str) -> list[str]:
             f"--hostname-override={node.name}",
             f"--node-ip={node.address}",
             f"--pod-infra-container-image={PAUSE_IMAGE}",
-            f"--node-labels={NODE_LABEL}",
-            *([f"--register-with-taints={','.join(stack.taints)}"] if stack.taints else []),
+            f"--node-labels={','.join(node.labels)}",
+            f"--register-with-taints={node.taint}",
             "--v=1",
         ]
     if component == "kube-proxy":
@@ -421,9 +450,8 @@ def argv(stack: Stack, node: RealNode, component: str) -> list[str]:
     raise ValueError(component)
 
 
-def start(procs: ProcessTable, stack: Stack, count: int, log: Callable[[str], None]) -> list[RealNode]:
-    """``count`` real nodes, idempotently: what runs is left running, what is missing is started."""
-    nodes = [RealNode(i) for i in range(1, count + 1)]
+def start(procs: ProcessTable, stack: Stack, nodes: list[RealNode], log: Callable[[str], None]) -> None:
+    """These real nodes, idempotently: what runs is left running, what is missing is started."""
     ensure_bridge()
     reconfigured: set[str] = set()
     for node in nodes:
@@ -447,8 +475,8 @@ def start(procs: ProcessTable, stack: Stack, count: int, log: Callable[[str], No
             if component == "containerd":  # the sandbox image before the kubelet asks for a sandbox
                 _wait_for(functools.partial(_answers, stack, node), 30, name)
                 import_images(stack, node)
-        log(f"real node {node.name} up ({node.address}, pods {node.pod_cidr})")
-    return nodes
+        role = "the bridge's" if node.bridge else "clusters'"
+        log(f"real node {node.name} up ({role}; {node.address}, pods {node.pod_cidr})")
 
 
 def _wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:

@@ -323,8 +323,10 @@ APISERVER_SANS = (
 )
 """What the apiserver's certificate names: loopback for the host, the bridge address where the real nodes reach
 it (through the relay), and the ``kubernetes`` Service's ClusterIP and names for pods (in-cluster config)."""
-REAL_NODES_MAX = 4
-"""Real nodes the credentials are made for (``slinky dev up --real-nodes N``, N up to this)."""
+REAL_NODES_MAX = real_nodes.BRIDGE_NODES_FIRST - 1
+"""The clusters' real nodes the credentials are made for (``slinky dev up --real-nodes N``, N up to this)."""
+REAL_BRIDGE_NODES_MAX = 2
+"""The bridge's real nodes (``--real-bridge-nodes B``, B up to this): a 2-pod gang needs two."""
 KUBE_PROXY_USER = "system:kube-proxy"
 
 
@@ -362,7 +364,8 @@ def _node_tokens() -> dict[str, str]:
     """The real nodes' and kube-proxy's tokens by user, made once and kept in ``kube/node-tokens.json``."""
     path = _kube_dir() / "node-tokens.json"
     tokens: dict[str, str] = json.loads(path.read_text()) if path.is_file() else {}
-    wanted = [f"system:node:{real_nodes.RealNode(i).name}" for i in range(1, REAL_NODES_MAX + 1)] + [KUBE_PROXY_USER]
+    wanted = [f"system:node:{node.name}" for node in _real_nodes(REAL_NODES_MAX, REAL_BRIDGE_NODES_MAX)]
+    wanted.append(KUBE_PROXY_USER)
     for user in wanted:
         tokens.setdefault(user, secrets.token_hex(24))
     path.write_text(json.dumps(tokens, indent=2))
@@ -946,6 +949,8 @@ NodeSet=realns Feature=real
 NodeSet=podns Feature={slurmd_spec.POD_FEATURE}
 PartitionName={wellknown.DEFAULT_PARTITION} Nodes=bridgens Default=YES State=UP MaxTime=INFINITE
 PartitionName=real Nodes=realns State=UP MaxTime=INFINITE
+NodeSet=realbridgens Feature={real_nodes.BRIDGE_PARTITION}
+PartitionName={real_nodes.BRIDGE_PARTITION} Nodes=realbridgens State=UP MaxTime=INFINITE
 PartitionName={NODESET_PARTITION} Nodes=podns State=UP MaxTime=INFINITE
 """
 
@@ -1328,8 +1333,15 @@ def _real_stack() -> real_nodes.Stack:
         proxy_token=tokens[KUBE_PROXY_USER],
         registry=registry_address(),
         logs=STATE / "logs",
-        taints=[f"{REAL_NODE_TAINT['key']}={REAL_NODE_TAINT['value']}:{REAL_NODE_TAINT['effect']}"],
     )
+
+
+def _real_nodes(count: int, bridge: int) -> list[real_nodes.RealNode]:
+    """The clusters' real nodes 1..count and the bridge's ``BRIDGE_NODES_FIRST``.. (``bridge`` of them)."""
+    first = real_nodes.BRIDGE_NODES_FIRST
+    return [real_nodes.RealNode(i) for i in range(1, count + 1)] + [
+        real_nodes.RealNode(i) for i in range(first, first + bridge)
+    ]
 
 
 def _cluster_services() -> None:
@@ -1505,6 +1517,7 @@ def push_images() -> None:
     images.push_archives(registry, ((path, f"slinky/{image.rsplit('/', 1)[1]}") for path, image in archives), log)
     rootfs_id = _cached_id(SLURM_TARBALL.with_name(SLURM_TARBALL.name + ".id"))
     images.ensure_slurm_images(registry, REGISTRY_DIR / "slurm-images.id", rootfs_id, log)
+    images.ensure_nginx_image(registry, REGISTRY_DIR / "nginx-image.id", log)
 
 
 def _registry_ready() -> bool:
@@ -1516,6 +1529,7 @@ def build_images(*, push: bool) -> int:
     stack's registry, replacing what it had. Returns the exit status."""
     try:
         images.build_slurm_images(log)
+        images.build_nginx_image(log)
         log("building the project's image (deploy/images/build.sh)")
         subprocess.run(["bash", str(REPO / "deploy" / "images" / "build.sh")], check=True)
     except (StackError, RuntimeError, subprocess.CalledProcessError) as err:
@@ -1530,6 +1544,8 @@ def build_images(*, push: bool) -> int:
     rootfs_id = _cached_id(SLURM_TARBALL.with_name(SLURM_TARBALL.name + ".id"))
     images.push(registry, images.slurm_pushes(), log, force=True)
     (REGISTRY_DIR / "slurm-images.id").write_text(images.slurm_sources_id(rootfs_id) + "\n")
+    images.push(registry, images.nginx_pushes(), log, force=True)
+    (REGISTRY_DIR / "nginx-image.id").write_text(images.nginx_sources_id() + "\n")
     images.push(registry, [images.project_push(images.project_version())], log, force=True)
     log(f"project image: {images.ensure_project_image(registry, log)}")
     return 0
@@ -1559,17 +1575,21 @@ def ensure_real_namespaces() -> None:
                 kube.request("PATCH", f"/api/v1/namespaces/{name}", json=patch, headers=headers)
 
 
-def start_real_nodes(procs: ProcessTable, count: int) -> None:
-    """``count`` real kubelet nodes (docs/dev-stack.md, "Real nodes"), Ready when this returns."""
+def start_real_nodes(procs: ProcessTable, count: int, bridge: int = 0) -> None:
+    """``count`` real nodes for the Slurm clusters and ``bridge`` for the bridge (docs/dev-stack.md, "Real
+    nodes"), Ready when this returns."""
     if count > REAL_NODES_MAX:
         raise StackError(f"--real-nodes {count}: at most {REAL_NODES_MAX}")
-    nodes = real_nodes.start(procs, _real_stack(), count, log)
+    if bridge > REAL_BRIDGE_NODES_MAX:
+        raise StackError(f"--real-bridge-nodes {bridge}: at most {REAL_BRIDGE_NODES_MAX}")
+    nodes = _real_nodes(count, bridge)
+    real_nodes.start(procs, _real_stack(), nodes, log)
     push_images()
     names = {n.name for n in nodes}
 
     def ready() -> bool:
         with dev_webhook.KubeSync(_kube_dir() / "kubeconfig") as kube:
-            listed = kube.request("GET", "/api/v1/nodes", params={"labelSelector": real_nodes.NODE_LABEL}).json()
+            listed = kube.request("GET", "/api/v1/nodes", params={"labelSelector": real_nodes.REAL_KEY}).json()
         up = {
             n["metadata"]["name"]
             for n in listed.get("items", [])
@@ -1577,9 +1597,20 @@ def start_real_nodes(procs: ProcessTable, count: int) -> None:
         }
         return names <= up
 
-    _wait(f"{count} real nodes Ready", ready, timeout=120)
-    log(f"{count} real node(s) Ready: {', '.join(sorted(names))}")
+    _wait(f"{len(nodes)} real nodes Ready", ready, timeout=120)
+    log(f"{len(nodes)} real node(s) Ready: {', '.join(sorted(names))}")
     ensure_real_namespaces()
+    ensure_bridge_node_partitions([n.name for n in nodes if n.bridge])
+
+
+def ensure_bridge_node_partitions(names: list[str]) -> None:
+    """The bridge's real nodes in Slurm partition ``real-nodes``: their ``external-node-partitions`` annotation,
+    which the bridge's node sync turns into the Slurm node's Feature (the kubelet registers labels only)."""
+    patch = {"metadata": {"annotations": {wellknown.ANNOTATION_EXTERNAL_NODE_PARTITIONS: real_nodes.BRIDGE_PARTITION}}}
+    headers = {"Content-Type": "application/merge-patch+json"}
+    with dev_webhook.KubeSync(_kube_dir() / "kubeconfig") as kube:
+        for name in names:
+            kube.request("PATCH", f"/api/v1/nodes/{name}", json=patch, headers=headers).raise_for_status()
 
 
 # --------------------------------------------------------------------------------------------- temporal
@@ -1798,7 +1829,9 @@ def kill(name: str) -> int | None:
     return ProcessTable(STATE / "pids").kill(name)
 
 
-def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True, worker_nodes: int = 4, real: int = 2) -> int:
+def up(
+    *, nodes: int = 8, slurmd: int = 0, workers: bool = True, worker_nodes: int = 4, real: int = 2, real_bridge: int = 2
+) -> int:
     started = time.monotonic()
     down_before = crashed()
     if down_before:
@@ -1817,8 +1850,8 @@ def up(*, nodes: int = 8, slurmd: int = 0, workers: bool = True, worker_nodes: i
         start_slurm(procs, nodes)
         start_node_agent(procs, nodes, worker_nodes)
         start_cluster_network(procs)
-        if real:
-            start_real_nodes(procs, real)
+        if real or real_bridge:
+            start_real_nodes(procs, real, real_bridge)
         start_temporal(procs)
         dev_webhook.up(procs, STATE, _kube_dir() / "kubeconfig")
         log(f"admission webhook up on 127.0.0.1:{dev_webhook.PORT}, registered as pods.slinky.slurm.net")

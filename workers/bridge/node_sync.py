@@ -69,7 +69,6 @@ _SLURM_ACTIONS = (
     nodesync.Undrain,
     nodesync.CreateSlurmNode,
     nodesync.SetComment,
-    nodesync.SetFeatures,
     nodesync.DeleteSlurmNode,
 )
 
@@ -298,10 +297,6 @@ class NodeSyncer:
                 await self.slurm.update_node(slurm_name, NodeUpdate(comment=comment))
             case nodesync.SetComment(comment=comment):
                 await self.slurm.update_node(slurm_name, NodeUpdate(comment=comment))
-            case nodesync.SetFeatures(features=features):
-                await self.slurm.update_node(
-                    slurm_name, NodeUpdate(features=list(features), features_act=list(features))
-                )
             case nodesync.DeleteSlurmNode():
                 try:
                     await self.slurm.delete_node(slurm_name)

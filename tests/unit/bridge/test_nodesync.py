@@ -17,7 +17,6 @@ from slinky.bridge.nodesync import (
     Drain,
     RemoveTaint,
     SetComment,
-    SetFeatures,
     Undrain,
     WaitDrained,
 )
@@ -141,10 +140,37 @@ CASES: list[tuple[str, dict[str, Any], SlurmNode | None, list[nodesync.Action]]]
     ),
     ("external, exists unrecorded (adopt)", kube(external=True), slurm(), [SetComment(REG_4)]),
     (
-        "external, partitions changed: set features",
+        "external, partitions changed: drain to register again (Slurm evaluates NodeSets at creation)",
         kube(external=True, annotations={wellknown.ANNOTATION_EXTERNAL_NODE_PARTITIONS: "a, b"}),
         slurm(comment=REG_4),
-        [SetFeatures(("a", "b"))],
+        [
+            Drain(nodesync.drift_reason("n1", "partitions slurm-bridge->a,b", "partitions")),
+            WaitDrained("drain just requested"),
+        ],
+    ),
+    (
+        "external, registered with no partition, annotated since: drain to register again",
+        kube(external=True, annotations={wellknown.ANNOTATION_EXTERNAL_NODE_PARTITIONS: "a"}),
+        slurm(comment=REG_4, features=()),
+        [
+            Drain(nodesync.drift_reason("n1", "partitions none->a", "partitions")),
+            WaitDrained("drain just requested"),
+        ],
+    ),
+    (
+        "external, partitions and CPUs changed: one drain names both",
+        kube(external=True, cpu="6", annotations={wellknown.ANNOTATION_EXTERNAL_NODE_PARTITIONS: "a"}),
+        slurm(comment=REG_4),
+        [
+            Drain(nodesync.drift_reason("n1", "CPUs 4->6, partitions slurm-bridge->a")),
+            WaitDrained("drain just requested"),
+        ],
+    ),
+    (
+        "external, partitions annotation removed: features kept (nothing to move to)",
+        kube(external=True, annotations={}),
+        slurm(comment=REG_4, features=("a",)),
+        [],
     ),
     (
         "external, exists but not EXTERNAL (hybrid slurmd): taint and state only",
