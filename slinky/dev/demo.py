@@ -78,47 +78,53 @@ def _sh(env: dict[str, str], *argv: str, check: bool = True, stdin: str | None =
     return proc.stdout
 
 
+GANG = EXAMPLES / "podgroup-nginx-real-nodes.yaml"
+
+
 def gang_scenario(env: dict[str, str], slinky: list[str]) -> int:
-    """The seed gang: a PodGroup of two nginx pods (a ReplicaSet) runs as ONE 2-node Slurm job."""
-    print("\n== Bridge: the seed PodGroup of two 3000m nginx pods (deploy/examples/podgroup-nginx.yaml)")
-    print("   (no schedulerName in the manifest: the admission webhook sets it in the managed namespace)")
-    _sh(env, "kubectl", "delete", "-f", str(EXAMPLES / "podgroup-nginx.yaml"), "--ignore-not-found", "--wait=true")
-    _sh(env, "kubectl", "apply", "-f", str(EXAMPLES / "podgroup-nginx.yaml"))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        nodes = _sh(
-            env,
-            "kubectl",
-            "get",
-            "pods",
-            "-n",
-            "slurm-bridge",
-            "-l",
-            "app=nginx",
-            "-o",
-            "jsonpath={.items[*].spec.nodeName}",
-        ).split()
-        if len(nodes) == 2:
-            break
-        time.sleep(0.2)
-    else:
-        print("demo: the nginx gang was not bound within 60 s; see .slinky-dev/logs/bridge-worker.log")
+    """The seed gang on real nodes: a PodGroup of two nginx pods (a ReplicaSet) runs as ONE 2-node Slurm job in
+    partition real-nodes, and the bridge binds one pod per allocated node: containers under a real kubelet."""
+    print(f"\n== Bridge: the seed PodGroup of two nginx pods on the real nodes (deploy/examples/{GANG.name})")
+    print("   (no schedulerName in the manifest: the admission webhook sets it in the managed namespace; the nodes")
+    print(f"   {' and '.join(_real_bridge_nodes(env))} are the bridge's external Slurm nodes, partition real-nodes)")
+    _sh(env, "kubectl", "delete", "-f", str(GANG), "--ignore-not-found", "--wait=true")
+    _sh(env, "kubectl", "apply", "-f", str(GANG))
+    selector = ("-n", "slurm-bridge", "-l", "app=nginx-real")
+    ready = _sh(env, "kubectl", "wait", "--for=condition=Ready", "pod", *selector, "--timeout=90s", check=False)
+    if ready.count("condition met") != 2:
+        print("demo: the nginx gang was not Ready within 90 s; see .slinky-dev/logs/bridge-worker.log and")
+        print(f"      kubectl describe pods {' '.join(selector)}")
         return 1
-    print("$ kubectl get pods -n slurm-bridge -l app=nginx -o wide")
-    print(_sh(env, "kubectl", "get", "pods", "-n", "slurm-bridge", "-l", "app=nginx", "-o", "wide"), end="")
-    print("$ kubectl get podgroup nginx -o jsonpath='{.status.phase}'")
+    print(f"$ kubectl get pods {' '.join(selector)} -o wide")
+    print(_sh(env, "kubectl", "get", "pods", *selector, "-o", "wide"), end="")
     print(
-        "  " + _sh(env, "kubectl", "get", "podgroup", "-n", "slurm-bridge", "nginx", "-o", "jsonpath={.status.phase}")
+        "$ kubectl get pods ... -o jsonpath='{containerID} {imageID}'   (containers, image from the stack's registry)"
     )
+    pods = json.loads(_sh(env, "kubectl", "get", "pods", *selector, "-o", "json"))["items"]
+    for pod in pods:
+        status = pod["status"]["containerStatuses"][0]
+        print(f"  {status['containerID'][:26]}... {status['imageID']}")
+    ip = pods[0]["status"]["podIP"]
+    with urllib.request.urlopen(f"http://{ip}/", timeout=10) as resp:
+        title = next((line.strip() for line in resp.read().decode().splitlines() if "<title>" in line), "")
+    print(f"$ curl http://{ip}/   (the pod's address, routed from the host)\n  {title}")
+    print("$ kubectl get podgroup nginx-real -o jsonpath='{.status.phase}'")
+    phase = _sh(env, "kubectl", "get", "podgroup", "-n", "slurm-bridge", "nginx-real", "-o", "jsonpath={.status.phase}")
+    print("  " + phase)
     print("$ slinky slurm jobs   (one job, two nodes)")
     print(
         "\n".join(
             line
             for line in _sh(env, *slinky, "slurm", "jobs").splitlines()
-            if ("nginx" in line and "RUNNING" in line) or line.startswith(("JOB", "ID"))
+            if ("nginx-real" in line and "RUNNING" in line) or line.startswith(("JOB", "ID"))
         )
     )
     return 0
+
+
+def _real_bridge_nodes(env: dict[str, str]) -> list[str]:
+    out = _sh(env, "kubectl", "get", "nodes", "-l", real_nodes.BRIDGE_NODE_LABEL, "-o", "name", check=False)
+    return sorted(line.removeprefix("node/") for line in out.split()) or ["(none: dev up --real-bridge-nodes 2)"]
 
 
 def _wait(

@@ -71,8 +71,8 @@ RUNTIME_PACKAGES: Final = {
 checked by path)."""
 COMPONENTS: Final = ("containerd", "kubelet", "kube-proxy")
 REAL_KEY: Final = "node.slinky.slurm.net/real"
-"""Every real node has this label (``kubectl get nodes -l node.slinky.slurm.net/real``) and a NoSchedule taint of
-this key, both valued by the node's role: ``true`` or ``bridge``."""
+"""Every real node has this label (``kubectl get nodes -l node.slinky.slurm.net/real``), valued by its role:
+``true`` (the Slurm clusters') or ``bridge``."""
 NODE_LABEL: Final = f"{REAL_KEY}=true"
 """The Slurm clusters' real nodes (``kubectl get nodes -l node.slinky.slurm.net/real=true``): where the pods of a
 namespace annotated with :func:`namespace_annotations` go (the operator's clusters)."""
@@ -133,9 +133,13 @@ class RealNode:
 
     @property
     def taint(self) -> str:
-        """``key=value:NoSchedule``: no pod lands here unless its namespace sends it (clusters' nodes) or the bridge
-        binds it (the bridge's nodes, where the bridge adds ``slinky.slurm.net/managed-node`` NoExecute)."""
-        return f"{REAL_KEY}={'bridge' if self.bridge else 'true'}:NoSchedule"
+        """``key=value:Effect`` the node registers with, so that no pod lands there by chance: a clusters' node takes
+        the pods of the namespaces that tolerate it (:func:`namespace_annotations`); a bridge's node is born with the
+        taint the bridge keeps on its nodes (``slinky.slurm.net/managed-node``), as only the bridge binds pods there
+        (a NoSchedule taint of ours would make the bridge exclude the node: its pods do not tolerate it)."""
+        if self.bridge:
+            return f"{wellknown.TAINT_MANAGED_NODE}={wellknown.SCHEDULER_NAME}:NoExecute"
+        return f"{REAL_KEY}=true:NoSchedule"
 
     def process(self, component: str) -> str:
         """The ProcessTable name of one of its daemons: ``real-1-kubelet``."""

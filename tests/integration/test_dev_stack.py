@@ -16,6 +16,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from slinky import hostlist, wellknown
+from slinky.dev import real_nodes
 from slinky.dev.procs import ProcessTable
 from tests.integration.cluster import Kube
 from tests.integration.cluster import Slurm as SlurmApi
@@ -51,8 +52,9 @@ def slurm(dev_env: dict[str, str], token: str | None = None) -> httpx.Client:
 def test_kubernetes_nodes_are_ready_and_match_slurm_external_nodes(
     dev_env: dict[str, str], core: client.CoreV1Api
 ) -> None:
-    # The worker nodes (for NodeSet pods) and the real nodes are not bridged into Slurm (yet); every other node is.
-    bridged = core.list_node(label_selector="sim.slinky.slurm.net/pool!=workers,!node.slinky.slurm.net/real").items
+    # The worker nodes (for NodeSet pods) and the Slurm clusters' real nodes are not bridged into Slurm; every other
+    # node is: the simulated ones in the bridge's partition, the bridge's real nodes in partition real-nodes.
+    bridged = core.list_node(label_selector=f"sim.slinky.slurm.net/pool!=workers,{real_nodes.REAL_KEY}!=true").items
     nodes = {n.metadata.name: n for n in bridged}
     assert len(nodes) >= 1 and len(core.list_node().items) > len(nodes)
     for node in nodes.values():
@@ -64,8 +66,11 @@ def test_kubernetes_nodes_are_ready_and_match_slurm_external_nodes(
     assert set(slurm_nodes) == set(nodes)
     for name, node in nodes.items():
         assert slurm_nodes[name]["cpus"] == int(node.status.capacity["cpu"])
-        assert slurm_nodes[name]["real_memory"] * 1024 * 1024 == _bytes(node.status.capacity["memory"])
-        assert slurm_nodes[name]["partitions"] == [wellknown.DEFAULT_PARTITION]
+        # MiB rounded up (docs/node-sync.md): a real node's memory is the machine's, in KiB.
+        assert slurm_nodes[name]["real_memory"] == -(-_bytes(node.status.capacity["memory"]) // 1024**2)
+        real = (node.metadata.labels or {}).get(real_nodes.REAL_KEY) == "bridge"
+        partition = real_nodes.BRIDGE_PARTITION if real else wellknown.DEFAULT_PARTITION
+        assert slurm_nodes[name]["partitions"] == [partition], name
 
 
 def _bytes(quantity: str) -> int:

@@ -24,3 +24,10 @@ def test_the_project_image_is_tagged_with_the_project_version() -> None:
     assert len(images.project_sources_id()) == 12
     assert push.source == f"localhost/slinky-temporal:{images.project_version()}"
     assert push.target.startswith("slinky/slinky-temporal:")
+
+
+def test_the_examples_nginx_is_served_as_docker_hubs_library_nginx() -> None:
+    targets = [p.target for p in images.nginx_pushes()]
+    assert targets == ["slinky/nginx:1.22", "library/nginx:1.22", "library/nginx:latest"]
+    assert {p.source for p in images.nginx_pushes()} == {"localhost/slinky/nginx:1.22"}
+    assert images.nginx_sources_id() == images.nginx_sources_id()

@@ -34,6 +34,7 @@ def test_the_stack_registry_stands_in_for_upstreams_image_host(tmp_path: Path) -
     conf = tomllib.loads(real_nodes.containerd_config(tmp_path, "10.226.24.1:15000"))
     mirrors = conf["plugins"]["io.containerd.grpc.v1.cri"]["registry"]["mirrors"]
     assert mirrors["ghcr.io"] == {"endpoint": ["http://10.226.24.1:15000"]}
+    assert mirrors["docker.io"] == {"endpoint": ["http://10.226.24.1:15000"]}  # `image: nginx` of the examples
     assert mirrors["10.226.24.1:15000"] == {"endpoint": ["http://10.226.24.1:15000"]}
 
 
@@ -63,3 +64,28 @@ def test_cni_bridge_uses_the_nodes_pod_subnet_without_masquerade() -> None:
     assert bridge["type"] == "bridge" and bridge["ipMasq"] is False
     assert bridge["ipam"]["ranges"] == [[{"subnet": "10.226.64.0/24"}]]
     assert portmap["capabilities"] == {"portMappings": True}
+
+
+def test_the_clusters_nodes_and_the_bridges_nodes_register_with_their_roles_label_and_taint(tmp_path: Path) -> None:
+    stack = real_nodes.Stack(
+        state=tmp_path,
+        bin=tmp_path,
+        ca=tmp_path / "ca.crt",
+        api_server="https://10.226.24.1:6443",
+        node_tokens={},
+        proxy_token="t",
+        registry="10.226.24.1:15000",
+        logs=tmp_path,
+    )
+    cluster, bridge = RealNode(2), RealNode(real_nodes.BRIDGE_NODES_FIRST)
+    assert (cluster.bridge, bridge.bridge, bridge.name) == (False, True, "slinky-real-5")
+    kubelet = real_nodes.argv(stack, cluster, "kubelet")
+    assert "--node-labels=node.slinky.slurm.net/real=true" in kubelet
+    assert "--register-with-taints=node.slinky.slurm.net/real=true:NoSchedule" in kubelet
+    kubelet = real_nodes.argv(stack, bridge, "kubelet")
+    # The bridge registers it in Slurm (external-node label); it is born with the taint the bridge keeps on its nodes,
+    # which the bridge's pods tolerate: a NoSchedule taint of ours would have the bridge exclude the node.
+    labels = "node.slinky.slurm.net/real=bridge,scheduler.slinky.slurm.net/external-node=true"
+    assert f"--node-labels={labels}" in kubelet
+    assert "--register-with-taints=slinky.slurm.net/managed-node=slurm-bridge-scheduler:NoExecute" in kubelet
+    assert bridge.pod_cidr not in {RealNode(i).pod_cidr for i in range(1, real_nodes.BRIDGE_NODES_FIRST)}
