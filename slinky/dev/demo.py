@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from slinky.clients.kube import KubeClient
-from slinky.dev import real_nodes, stack
+from slinky.dev import in_cluster, real_nodes, stack
 
 EXAMPLES = stack.REPO / "deploy" / "examples"
 NS = stack.DEMO_NAMESPACE
@@ -119,6 +119,38 @@ def gang_scenario(env: dict[str, str], slinky: list[str]) -> int:
             if ("nginx-real" in line and "RUNNING" in line) or line.startswith(("JOB", "ID"))
         )
     )
+    return 0
+
+
+def in_cluster_scenario(env: dict[str, str]) -> int:
+    """The bridge from its chart: worker and webhook in containers on the real nodes carry the PodGroup."""
+    print(
+        "\n== Workers in-cluster: `helm install` of deploy/charts/slinky-bridge in place of the stack's bridge worker"
+    )
+    print("   (its worker and webhook run as containers on the real nodes: in-cluster config to the API server,")
+    print("   Temporal and slurmrestd through the stack's Services; the stack's worker comes back afterwards)")
+    selector = ("-n", "slurm-bridge", "-l", "app=nginx-real")
+    try:
+        with in_cluster.bridge_in_cluster(lambda line: print("  " + line)) as ns:
+            print(f"$ kubectl get pods -n {ns} -o wide")
+            print(_sh(env, "kubectl", "get", "pods", "-n", ns, "-o", "wide"), end="")
+            _sh(env, "kubectl", "delete", "-f", str(GANG), "--ignore-not-found", "--wait=true")
+            print(f"$ kubectl apply -f deploy/examples/{GANG.name}")
+            _sh(env, "kubectl", "apply", "-f", str(GANG))
+            ready = _sh(env, "kubectl", "wait", "--for=condition=Ready", "pod", *selector, "--timeout=90s", check=False)
+            if ready.count("condition met") != 2:
+                print(
+                    f"demo: the nginx gang was not Ready within 90 s; kubectl logs -n {ns} deploy/slinky-bridge-bridge"
+                )
+                return 1
+            print(_sh(env, "kubectl", "get", "pods", *selector, "-o", "wide"), end="")
+            workers = in_cluster.workers_of("workload/slurm-bridge/podgroup/nginx-real/")
+            print("$ temporal workflow show -w workload/slurm-bridge/podgroup/nginx-real/...   (who ran it)")
+            print(f"  worker identities in the lifecycle's history: {', '.join(sorted(workers))}")
+    except (RuntimeError, subprocess.CalledProcessError) as err:
+        print(f"demo: the bridge chart in-cluster failed: {err}")
+        return 1
+    print("   (the gang keeps running: its lifecycle goes on on the stack's worker, the same history)")
     return 0
 
 
@@ -483,6 +515,8 @@ def bridge_scenario(env: dict[str, str]) -> int:
     if operator_scenario(env, slinky) != 0:
         return 1
     if managed_cluster_scenario(env, slinky) != 0:
+        return 1
+    if in_cluster_scenario(env) != 0:
         return 1
     ui = env["TEMPORAL_UI_URL"]
     print(f'\nTemporal Web UI: {ui}/namespaces/default/workflows  (search: SlinkyWorkloadName="pause-pod")')

@@ -13,26 +13,20 @@ with `slinky dev up` afterwards, on error too.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
-import subprocess
 import urllib.request
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import helm_python as helm
 import pytest
 
 from slinky import hostlist
-from slinky.dev import images, real_nodes
+from slinky.dev import in_cluster, real_nodes
 from slinky.dev import stack as dev_stack
-from slinky.dev import webhook as dev_webhook
 from slinky.dev.procs import ProcessTable
 from tests.integration.cluster import Slurm, pods_of
-from tests.integration.devstack import REPO, kubectl, slinky
+from tests.integration.devstack import REPO, kubectl
 from tests.integration.operator_fixtures import wait_for
 
 pytestmark = pytest.mark.integration
@@ -116,48 +110,9 @@ def test_a_podgroup_runs_as_containers_on_the_bridges_real_nodes(dev_env: dict[s
 
 
 @pytest.fixture
-def in_cluster_bridge(dev_env: dict[str, str]) -> Iterator[str]:
-    """The bridge chart installed in namespace sb-XXXX (annotated for the real nodes) in place of the stack's
-    bridge worker and webhook, which `slinky dev up` restores afterwards."""
-    ns = f"sb-{uuid.uuid4().hex[:6]}"
-    annotations = real_nodes.namespace_annotations(dev_stack.REAL_NODE_TAINT)
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "annotations": annotations}}
-    kubectl(dev_env, "apply", "-f", "-", stdin=json.dumps(namespace))
-    jwt = Path(dev_env["SLURM_JWT_FILE"]).read_text().strip()
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": "slurm-bridge-token", "namespace": ns},
-        "data": {"auth-token": base64.b64encode(jwt.encode()).decode()},
-    }
-    kubectl(dev_env, "apply", "-f", "-", stdin=json.dumps(secret))
-    image = images.ensure_project_image(dev_stack.registry_address(), print)
-    repository, _, tag = image.rpartition(":")
-    values = {
-        "image": {"repository": repository, "tag": tag},
-        "slurm": {"restUrl": "http://slurmrestd.slinky-dev:6820"},  # the stack's slurmrestd (dev up's Service)
-        "managedNamespaceSelector": {dev_webhook.LABEL_MANAGED: "true"},  # as the stack's webhook selects
-    }
-    chart = helm.Config(kubeconfig_path=dev_env["KUBECONFIG"], namespace=ns)
-    procs = ProcessTable(dev_stack.STATE / "pids")
-    try:
-        procs.stop("bridge-worker")
-        dev_webhook.unregister(dev_env["KUBECONFIG"])
-        chart.install(str(CHART), "slinky-bridge", values, timeout=60)
-
-        def all_ready() -> bool:
-            pods = json.loads(kubectl(dev_env, "get", "pods", "-n", ns, "-o", "json"))["items"]
-            return len(pods) == 2 and all(map(ready, pods))
-
-        wait_for(all_ready, 180, "the bridge worker's and the webhook's pods Ready (in-cluster, from the chart)")
-        yield ns
-    finally:
-        with contextlib.suppress(Exception):
-            chart.uninstall("slinky-bridge", timeout=60)
-        chart.close()
-        kubectl(dev_env, "delete", "namespace", ns, "--wait=false", check=False)
-        out = slinky("dev", "up", timeout=300)  # the stack's bridge worker and webhook again
-        assert "bridge worker started" in out, out[-2000:]
+def in_cluster_bridge() -> Iterator[str]:
+    with in_cluster.bridge_in_cluster(print) as namespace:
+        yield namespace
 
 
 def test_the_bridge_chart_runs_the_worker_and_the_webhook_in_cluster(
@@ -178,22 +133,4 @@ def test_the_bridge_chart_runs_the_worker_and_the_webhook_in_cluster(
         assert {p["spec"]["schedulerName"] for p in gang_members} == {"slurm-bridge-scheduler"}
         # The lifecycle's history in Temporal: every task of it ran on the in-cluster worker (identity pid@pod).
         bridge_pod = next(p["metadata"]["name"] for p in pods if "-bridge-" in p["metadata"]["name"])
-        assert worker_identities(dev_env, f"workload/{NS}/podgroup/nginx-real/") == {f"1@{bridge_pod}"}
-
-
-def temporal(env: dict[str, str], *args: str) -> Any:
-    argv = [str(dev_stack.temporal_cli()), *args, "--address", env["TEMPORAL_ADDRESS"], "-o", "json"]
-    return json.loads(subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout)
-
-
-def worker_identities(env: dict[str, str], workflow_prefix: str) -> set[str]:
-    """The identities of the workers that ran the tasks of the one running workflow whose ID has this prefix."""
-    query = f"WorkflowId STARTS_WITH '{workflow_prefix}' AND ExecutionStatus = 'Running'"
-    (run,) = temporal(env, "workflow", "list", "--query", query)
-    history = temporal(env, "workflow", "show", "-w", run["execution"]["workflowId"])
-    return {
-        attributes["identity"]
-        for event in history["events"]
-        for key, attributes in event.items()
-        if key.endswith("Attributes") and isinstance(attributes, dict) and attributes.get("identity")
-    }
+        assert in_cluster.workers_of(f"workload/{NS}/podgroup/nginx-real/") == {f"1@{bridge_pod}"}
