@@ -56,6 +56,34 @@ def _objects(namespace: str, jwt: str) -> list[dict[str, Any]]:
     ]
 
 
+CLUSTER_SCOPED: Final = (
+    "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+    "/apis/apiregistration.k8s.io/v1/apiservices",
+)
+"""What the project's charts make outside their namespace."""
+
+
+def remove_orphans(kube: dev_webhook.KubeSync, release: str) -> list[str]:
+    """Delete the cluster-scoped objects of a Helm release ``release`` whose namespace is gone: what a run stopped
+    mid-way (a machine restarted under it) left behind, which would refuse the next install ("cannot be imported
+    into the current release") or, for a webhook configuration, send pods to a webhook that no longer runs.
+    Returns ``kind/name`` of each deleted."""
+    gone: list[str] = []
+    for collection in CLUSTER_SCOPED:
+        for item in kube.request("GET", collection).json().get("items") or []:
+            annotations = item["metadata"].get("annotations") or {}
+            namespace = annotations.get("meta.helm.sh/release-namespace")
+            if annotations.get("meta.helm.sh/release-name") != release or not namespace:
+                continue
+            if kube.request("GET", f"/api/v1/namespaces/{namespace}").status_code == 404:
+                kube.request("DELETE", f"{collection}/{item['metadata']['name']}")
+                gone.append(f"{collection.rsplit('/', 1)[1]}/{item['metadata']['name']}")
+    return gone
+
+
 def _ready_pods(kube: dev_webhook.KubeSync, namespace: str) -> list[str]:
     pods = kube.request("GET", f"/api/v1/namespaces/{namespace}/pods").json().get("items") or []
     return [
@@ -85,6 +113,8 @@ def bridge_in_cluster(log: Callable[[str], None], timeout: float = 180) -> Itera
                     "/api/v1/namespaces" if obj["kind"] == "Namespace" else f"/api/v1/namespaces/{namespace}/secrets"
                 )
                 kube.request("POST", collection, json=obj)
+            for orphan in remove_orphans(kube, RELEASE):
+                log(f"removed {orphan}, left by a release whose namespace is gone")
             if procs.stop("bridge-worker"):
                 log("stopped the stack's bridge worker (one bridge per scheduler name)")
             dev_webhook.unregister(kubeconfig)

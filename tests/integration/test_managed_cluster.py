@@ -380,6 +380,7 @@ def test_a_loginset_scales_to_zero_and_back(kube: Kube, cluster: str, dev_env: d
     assert scale["spec"]["replicas"] == 1 and "app.kubernetes.io/name=login" in scale["status"]["selector"]
 
 
+@pytest.mark.timeout(300)  # the fix rolls the controller pod: a container's stop and start on a real node
 def test_a_config_slurm_refuses_never_reaches_slurmctld_and_the_next_fix_applies(kube: Kube, cluster: str) -> None:
     ns = cluster
     objects = client.CustomObjectsApi(kube.api)

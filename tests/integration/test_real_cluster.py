@@ -22,8 +22,9 @@ import helm_python as helm
 import pytest
 import yaml
 
-from slinky.dev import demo, images, real_nodes
+from slinky.dev import demo, images, in_cluster, real_nodes
 from slinky.dev import stack as dev_stack
+from slinky.dev import webhook as dev_webhook
 from tests.integration.devstack import kubectl
 from tests.integration.operator_fixtures import end_workflows_of, wait_for
 
@@ -125,6 +126,8 @@ def cluster(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
     }
     chart = helm.Config(kubeconfig_path=dev_env["KUBECONFIG"], namespace=ns)
     try:
+        with dev_webhook.KubeSync(dev_env["KUBECONFIG"]) as kube:  # a run stopped mid-way left its ClusterRoles
+            in_cluster.remove_orphans(kube, RELEASE)
         chart.install(str(CHART), RELEASE, values, timeout=60)
 
         def operator_ready() -> bool:
