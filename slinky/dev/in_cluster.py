@@ -105,6 +105,7 @@ def bridge_in_cluster(log: Callable[[str], None], timeout: float = 180) -> Itera
     image = images.ensure_project_image(stack.registry_address(), log)
     procs = ProcessTable(stack.STATE / "pids")
     chart = helm.Config(kubeconfig_path=str(kubeconfig), namespace=namespace)
+    had_worker = False
     with dev_webhook.KubeSync(kubeconfig) as kube:
         try:
             jwt = (stack.STATE / "slurm" / "jwt").read_text().strip()
@@ -115,7 +116,8 @@ def bridge_in_cluster(log: Callable[[str], None], timeout: float = 180) -> Itera
                 kube.request("POST", collection, json=obj)
             for orphan in remove_orphans(kube, RELEASE):
                 log(f"removed {orphan}, left by a release whose namespace is gone")
-            if procs.stop("bridge-worker"):
+            had_worker = procs.stop("bridge-worker")
+            if had_worker:
                 log("stopped the stack's bridge worker (one bridge per scheduler name)")
             dev_webhook.unregister(kubeconfig)
             log(f"$ helm install {RELEASE} deploy/charts/slinky-bridge -n {namespace} (image {image})")
@@ -131,9 +133,10 @@ def bridge_in_cluster(log: Callable[[str], None], timeout: float = 180) -> Itera
                 chart.uninstall(RELEASE, timeout=60)
             chart.close()
             kube.request("DELETE", f"/api/v1/namespaces/{namespace}")
-            stack.start_workers(procs)
+            if had_worker:  # `dev up --no-workers` had none: none comes back
+                stack.start_workers(procs)
             dev_webhook.up(procs, stack.STATE, kubeconfig)
-            log("the stack's bridge worker and webhook are back")
+            log("the stack's bridge worker and webhook are back" if had_worker else "the stack's webhook is back")
 
 
 def workers_of(workflow_prefix: str) -> set[str]:
