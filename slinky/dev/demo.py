@@ -45,7 +45,7 @@ async def _kube_nodes(kubeconfig: str) -> list[dict[str, Any]]:
 
 def main() -> int:
     env = stack.load_env_file()
-    print("== Kubernetes nodes (kube-apiserver v1.20.2, kept Ready by the node agent)")
+    print("== Kubernetes nodes (kube-apiserver v1.20.2; slinky-real-N: kubelet + containerd, the rest simulated)")
     for node in asyncio.run(_kube_nodes(env["KUBECONFIG"])):
         ready = next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
         cap = node["status"]["capacity"]
@@ -130,11 +130,15 @@ def in_cluster_scenario(env: dict[str, str]) -> int:
     print("   (its worker and webhook run as containers on the real nodes: in-cluster config to the API server,")
     print("   Temporal and slurmrestd through the stack's Services; the stack's worker comes back afterwards)")
     selector = ("-n", "slurm-bridge", "-l", "app=nginx-real")
+    # The earlier gang ends on the stack's worker: handed over mid-way, its clean-up would wait for Temporal's
+    # sticky-queue timeout of the stopped worker, and the new gang for its nodes.
+    _sh(env, "kubectl", "delete", "-f", str(GANG), "--ignore-not-found", "--wait=true")
+    gone = lambda: not _sh(env, "kubectl", "get", "pods", *selector, "-o", "name")  # noqa: E731
+    _wait("the earlier gang's pods gone", gone, 90, ".slinky-dev/logs/bridge-worker.log")
     try:
         with in_cluster.bridge_in_cluster(lambda line: print("  " + line)) as ns:
             print(f"$ kubectl get pods -n {ns} -o wide")
             print(_sh(env, "kubectl", "get", "pods", "-n", ns, "-o", "wide"), end="")
-            _sh(env, "kubectl", "delete", "-f", str(GANG), "--ignore-not-found", "--wait=true")
             print(f"$ kubectl apply -f deploy/examples/{GANG.name}")
             _sh(env, "kubectl", "apply", "-f", str(GANG))
             ready = _sh(env, "kubectl", "wait", "--for=condition=Ready", "pod", *selector, "--timeout=90s", check=False)
