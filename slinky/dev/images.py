@@ -90,11 +90,7 @@ def ensure_project_image(registry: str, log: Callable[[str], None]) -> str:
     item = project_push(tag)
     if not registry_has(registry, item.target):
         if not local_image_exists(item.source):
-            log(f"building the project's image {item.source} (deploy/images/build.sh)")
-            script = repo_root() / "deploy" / "images" / "build.sh"
-            done = subprocess.run(["bash", str(script), item.source], check=False, text=True, capture_output=True)
-            if done.returncode != 0:
-                raise RuntimeError(f"deploy/images/build.sh failed:\n{done.stderr[-3000:]}")
+            run_build("build.sh", item.source, f"the project's image {item.source}", log)
         push(registry, [item], log)
     return f"{registry}/{item.target}"
 
@@ -149,13 +145,18 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+def run_build(script: str, argument: str, what: str, log: Callable[[str], None]) -> None:
+    """``bash deploy/images/<script> <argument>``; RuntimeError with the end of its stderr when it fails."""
+    log(f"building {what} (deploy/images/{script})")
+    path = repo_root() / "deploy" / "images" / script
+    done = subprocess.run(["bash", str(path), argument], check=False, text=True, capture_output=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"deploy/images/{script} failed:\n{done.stderr[-3000:]}")
+
+
 def build_slurm_images(log: Callable[[str], None]) -> None:
     """``deploy/images/build-slurm.sh`` (about 15 s with the stack's Slurm rootfs cached)."""
-    log("building the Slurm images (deploy/images/build-slurm.sh)")
-    script = repo_root() / "deploy" / "images" / "build-slurm.sh"
-    done = subprocess.run(["bash", str(script), LOCAL_PREFIX], check=False, text=True, capture_output=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"deploy/images/build-slurm.sh failed:\n{done.stderr[-3000:]}")
+    run_build("build-slurm.sh", LOCAL_PREFIX, "the Slurm images", log)
 
 
 def push(registry: str, pushes: Iterable[Push], log: Callable[[str], None], *, force: bool = False) -> list[str]:
@@ -213,11 +214,7 @@ def nginx_pushes() -> list[Push]:
 
 def build_nginx_image(log: Callable[[str], None]) -> None:
     """``deploy/images/build-nginx.sh`` (a few seconds: Debian's nginx-light over the project's base)."""
-    log("building the examples' nginx image (deploy/images/build-nginx.sh)")
-    script = repo_root() / "deploy" / "images" / "build-nginx.sh"
-    done = subprocess.run(["bash", str(script), NGINX_IMAGE], check=False, text=True, capture_output=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"deploy/images/build-nginx.sh failed:\n{done.stderr[-3000:]}")
+    run_build("build-nginx.sh", NGINX_IMAGE, "the examples' nginx image", log)
 
 
 def ensure_images(
