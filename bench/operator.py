@@ -1,24 +1,34 @@
 """Operator benchmark: NodeSet scale-out and scale-in through the operator vs slurmd started by hand, one run.
 
-Needs the local stack (``slinky dev up``; its worker nodes and the node agent run NodeSet pods as real slurmd).
-It makes a namespace with Secret ``slurm-jwt`` (the stack's JWT key) and an external Controller ``slurm``, runs
-the operator as its own process (``python -m workers.operator``, started through this file's
-``--operator-child`` shim, which only counts: every slurmrestd request the process makes, its reconciles and
-its node polls), and measures, per round:
+Needs the local stack (``slinky dev up``): its real Kubernetes nodes ``slinky-real-1..4`` (label
+``node.slinky.slurm.net/real=true``, kubelet + containerd) run NodeSet pods as real slurmd containers, which
+register configless with the stack's slurmctld as dynamic nodes named after the pod's hostname. It makes a
+namespace annotated for the real nodes (``real_nodes.namespace_annotations``: every pod gets their node selector
+and a toleration of their taint) with the stack's external Controller ``slurm`` and its Secret ``slurm-keys``
+(``stack.external_controller_objects``), and a NodeSet at 0 replicas (image
+``ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04``, ``extraConf: Features=nodeset-pod`` for the stack's
+partition ``nodesets``, ``oversubscribeNode: true``: more pods than real nodes). It runs the operator as its own
+process (``python -m workers.operator``, started through this file's ``--operator-child`` shim, which only
+counts: every slurmrestd request the process makes, its reconciles and its node polls), and measures, per round:
 
-* **by hand** (the baseline): ``--pods`` slurmd started directly with the node agent's own runtime
-  (``SlurmdRuntime.start``: a network namespace each, the same configless arguments a NodeSet pod gets, called
-  through ``asyncio.to_thread`` as the agent does): start → every node IDLE in Slurm; then stopped, removed;
-* **scale-out**: a NodeSet (``oversubscribeNode: true``: the stack has 4 worker nodes) patched from 0 to
-  ``--pods`` replicas → every node IDLE in Slurm;
+* **scale-out**: the NodeSet patched from 0 to ``--pods`` replicas → every node IDLE in Slurm;
 * **scale-in**: patched back to 0. Per pod, the moment a tight slurmrestd poll (``--poll-ms``) first shows its
   node drained, and the moment a Kubernetes watch shows the pod terminating, then gone: p50 and p99 of
-  drained → terminating; and the whole scale-in (patch → every pod gone).
+  drained → terminating; and the whole scale-in (patch → every pod gone);
+* **by hand** (the baseline): the very pod specs the operator wrote in this round's scale-out, created directly
+  through the API server (all at once) as pods ``<nodeset>h-<i>`` with ``nodeName`` set to the real node the
+  scheduler gave pod ``<nodeset>-<i>`` (no operator, no scheduler): create → every ``<nodeset>h-<i>`` node IDLE
+  in Slurm; then the same drain call the operator makes, sent straight to slurmrestd for every node at once;
+  then the pods are deleted and their Slurm nodes removed. The same image, arguments, keys and nodes as the
+  NodeSet's pods, so the ratio is what the operator's path (watch, reconcile, scheduling) adds to a slurmd
+  container's start by the kubelet. Hence it runs after the scale-out, which gives it the pod specs. (The hand
+  pods are named after the NodeSet, not ``hand-<i>`` as in bench/real_nodes.py: their Slurm nodes join the
+  stack's one slurmctld, which other runs share.)
 
 Both sides are seen by the same poll of ``GET nodes``. The operator's slurmrestd requests are split by endpoint
 and reported per reconcile and per poll, for the scale-out, ``--idle-seconds`` of steady state and the
-scale-in. Everything it made is deleted at the end (NodeSet first, then the namespace), also on an error or
-Ctrl-C. Usage::
+scale-in. Everything it made is deleted at the end (the hand pods and the NodeSet first, then the operator and
+the namespace, then any Slurm node of the run), also on an error or Ctrl-C. Usage::
 
     .venv/bin/python bench/operator.py --pods 16
     .venv/bin/python bench/operator.py --quick          # 2 pods, a smoke run
@@ -36,8 +46,8 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
-import base64  # noqa: E402
 import contextlib  # noqa: E402
+import copy  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
@@ -59,17 +69,17 @@ sys.path.insert(0, str(REPO))
 from bench.common import Observer, Progress, run_cancellable, slurm_rest  # noqa: E402
 from slinky.clients.errors import KubeError, KubeNotFound  # noqa: E402
 from slinky.clients.kube import KubeClient  # noqa: E402
-from slinky.dev import launch, slurmd_runtime, stack  # noqa: E402
-from slinky.dev import slurmd_spec as spec  # noqa: E402
-from slinky.operator import pods as builder  # noqa: E402
+from slinky.dev import real_nodes, stack  # noqa: E402
 from slinky.operator import slurm_state  # noqa: E402
-from slinky.operator.api.controller import Controller  # noqa: E402
-from slinky.operator.api.nodeset import NodeSet  # noqa: E402
 
 Obj = dict[str, Any]
 GROUP_VERSION = "slinky.slurm.net/v1beta1"
 API = f"/apis/{GROUP_VERSION}"
 NOT_IDLE_FLAGS = frozenset({"DRAIN", "NOT_RESPONDING", "DOWN", "FUTURE", "INVALID_REG", "COMPLETING"})
+SLURMD_IMAGE = "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04"
+"""Upstream's slurmd image name: the real nodes pull the project's image under it from the stack's registry."""
+HAND_LABELS = {"app.kubernetes.io/part-of": "bench-operator"}
+"""The hand-made pods' only labels: none of the NodeSet's, so the operator never counts or adopts them."""
 
 
 def pct(values: Sequence[float], q: float) -> float:
@@ -256,7 +266,8 @@ class NodePoll(Observer):
 
 
 class PodWatch(Observer):
-    """A watch on the namespace's pods: when each was first seen Ready, terminating, deleted."""
+    """A watch on the namespace's pods: when each was first seen bound, its containers running, Ready,
+    terminating, deleted; and each pod as last seen."""
 
     wait_synced = True
 
@@ -265,10 +276,12 @@ class PodWatch(Observer):
         self.kube, self.namespace = kube, namespace
         self.created: dict[str, float] = {}
         self.bound: dict[str, float] = {}
+        self.running: dict[str, float] = {}
         self.ready: dict[str, float] = {}
         self.terminating: dict[str, float] = {}
         self.deleted: dict[str, float] = {}
         self.live: set[str] = set()
+        self.last: dict[str, Obj] = {}
 
     def _see(self, kind: str, pod: Obj, now: float) -> None:
         name = pod["metadata"]["name"]
@@ -278,12 +291,17 @@ class PodWatch(Observer):
             self.live.discard(name)
             return
         self.live.add(name)
+        self.last[name] = pod
         self.created.setdefault(name, now)
         if (pod.get("spec") or {}).get("nodeName"):
             self.bound.setdefault(name, now)
         if pod["metadata"].get("deletionTimestamp"):
             self.terminating.setdefault(name, now)
-        conditions = (pod.get("status") or {}).get("conditions") or []
+        status = pod.get("status") or {}
+        containers = status.get("containerStatuses") or []
+        if containers and all((c.get("state") or {}).get("running") for c in containers):
+            self.running.setdefault(name, now)
+        conditions = status.get("conditions") or []
         if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
             self.ready.setdefault(name, now)
 
@@ -317,7 +335,7 @@ class Bench:
         run = uuid.uuid4().hex[:5]
         self.namespace = f"bench-op-{run}"
         self.name = f"bo{run}"
-        """The NodeSet; its pods and Slurm nodes are `<name>-<i>`, the hand-started ones `<name>h-<i>`."""
+        """The NodeSet; its pods and Slurm nodes are `<name>-<i>`, the hand-made ones `<name>h-<i>`."""
         self.task_queue = f"bench-operator-{run}"
         self.names = [f"{self.name}-{i}" for i in range(args.pods)]
         self.hand_names = [f"{self.name}h-{i}" for i in range(args.pods)]
@@ -326,13 +344,11 @@ class Bench:
         self.proc: subprocess.Popen[bytes] | None = None
         self.record_ids: list[int] = []
         """Held jobs of ``--job-records``."""
-        self.runtime = slurmd_runtime.SlurmdRuntime(
-            stack.STATE / "slurm" / "root",
-            self.tmp / "slurmd",
-            stack.STATE / "logs" / "bench-operator-slurmd",
-            stack.SLURM_CTL_HOST,
-        )
-        self.hand_uids: list[str] = []
+        self.written: dict[str, Obj] = {}
+        """The NodeSet's pods as the operator wrote them (and the scheduler bound them), from the last scale-out:
+        the by-hand pods' specs."""
+        self.hand_made = False
+        """Whether hand-made pods may exist (to delete)."""
         self.made_namespace = False
         self.log_path = stack.STATE / "logs" / "bench-operator.log"
 
@@ -344,33 +360,32 @@ class Bench:
             "metadata": {"name": name, "namespace": self.namespace},
             "spec": {
                 "controllerRef": {"name": "slurm"},
-                "slurmd": {"image": "slurmd:26.05"},
+                "slurmd": {"image": SLURMD_IMAGE},
+                "extraConf": f"Features={stack.POD_FEATURE}",  # the stack's partition `nodesets`
                 "replicas": replicas,
-                "oversubscribeNode": True,
+                "oversubscribeNode": True,  # more pods than real nodes
             },
         }
 
-    def controller_body(self) -> Obj:
-        return {
-            "apiVersion": GROUP_VERSION,
-            "kind": "Controller",
-            "metadata": {"name": "slurm", "namespace": self.namespace},
-            "spec": {
-                "external": True,
-                "externalConfig": {"host": stack.SLURM_CTL_HOST, "port": stack.PORTS.slurmctld},
-                "jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"},
-            },
-        }
-
-    async def setup(self) -> None:
-        key = (stack.STATE / "slurm" / "root" / "etc" / "slurm" / "jwt_hs256.key").read_bytes()
-        await self.kube.create("/api/v1/namespaces", {"metadata": {"name": self.namespace}})
+    async def setup(self) -> Obj:
+        """The namespace (its pods on the real nodes), the stack's external Controller `slurm` and its keys'
+        Secret; the real nodes, and whether each has the slurmd image already (a pull would count in the first
+        scale-out only)."""
+        nodes = (await self.kube.get("/api/v1/nodes", {"labelSelector": real_nodes.NODE_LABEL}))["items"]
+        if not nodes:
+            raise RuntimeError(f"no node labelled {real_nodes.NODE_LABEL}: the stack's real nodes (slinky dev up)")
+        annotations = real_nodes.namespace_annotations(stack.REAL_NODE_TAINT)
+        await self.kube.create("/api/v1/namespaces", {"metadata": {"name": self.namespace, "annotations": annotations}})
         self.made_namespace = True
-        await self.kube.create(
-            f"/api/v1/namespaces/{self.namespace}/secrets",
-            {"metadata": {"name": "slurm-jwt"}, "data": {"jwt.key": base64.b64encode(key).decode()}},
-        )
-        await self.kube.create(f"{API}/namespaces/{self.namespace}/controllers", self.controller_body())
+        secret, controller = stack.external_controller_objects(self.namespace)
+        await self.kube.create(f"/api/v1/namespaces/{self.namespace}/secrets", secret)
+        await self.kube.create(f"{API}/namespaces/{self.namespace}/controllers", controller)
+        return {
+            n["metadata"]["name"]: any(
+                SLURMD_IMAGE in (image.get("names") or []) for image in (n.get("status") or {}).get("images") or []
+            )
+            for n in nodes
+        }
 
     def operator_source(self) -> Path:
         """Where the operator's code comes from: this checkout, or `--operator-commit` exported to a temporary
@@ -440,54 +455,49 @@ class Bench:
         raise TimeoutError(f"NodeSet {self.name}: no ControllerReady=True in 30 s; see {self.log_path}")
 
     # ------------------------------------------------------------------------------------- by hand
-    def hand_container(self) -> Obj:
-        """The slurmd container the operator would give pod `<name>h-<i>`: same arguments, other names."""
-        body = self.nodeset_body(f"{self.name}h", 0)
-        body["metadata"]["uid"] = "bench"
-        pod = builder.build_pod(NodeSet.model_validate(body), Controller.model_validate(self.controller_body()), 0, "")
-        container: Obj = pod["spec"]["containers"][0]
-        return container
-
-    def free_slots(self, count: int) -> list[int]:
-        """Pod pool slots no pod of the node agent holds and no namespace uses, from the top of the pool
-        (the agent hands slots out from the bottom, round robin)."""
-        agent, _ = slurmd_runtime.read_state(stack.STATE / "slurmd-pods")
-        taken = {p.slot for p in agent.values()} | {
-            int(n[len(spec.NETNS_PREFIX) :]) for n in slurmd_runtime.our_namespaces()
-        }
-        slots = [s for s in range(spec.POOL_SIZE - 1, -1, -1) if s not in taken][:count]
-        if len(slots) < count:
-            raise RuntimeError("not enough free pod addresses")
-        return slots
+    def hand_pods(self) -> list[Obj]:
+        """Pod `<name>h-<i>`: the spec the operator wrote for pod `<name>-<i>` (image, arguments, keys' volume,
+        tolerations), bound to the node the scheduler gave that pod; only its hostname (its Slurm node's name) and
+        its labels (none of the NodeSet's) differ."""
+        pods = []
+        for name, hand in zip(self.names, self.hand_names, strict=True):
+            spec: Obj = copy.deepcopy(self.written[name]["spec"])
+            spec["hostname"] = hand  # its `nodeName` stays: the scheduler's choice for the NodeSet's pod
+            spec.pop("affinity", None)  # none with oversubscribeNode; a bound pod skips the scheduler anyway
+            pods.append(
+                {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": hand, "labels": HAND_LABELS}, "spec": spec}
+            )
+        return pods
 
     async def by_hand(self) -> Obj:
-        """Start `--pods` slurmd with the node agent's runtime (as the agent calls it) → all IDLE; then stop them."""
-        container = self.hand_container()
-        pods = []
-        for name, slot in zip(self.hand_names, self.free_slots(len(self.hand_names)), strict=True):
-            uid = str(uuid.uuid4())
-            pods.append(
-                {
-                    "metadata": {"uid": uid, "namespace": self.namespace, "name": name},
-                    "spec": {"hostname": name, "containers": [container]},
-                    "status": {"podIP": spec.pod_address(slot)},  # the runtime keeps a free preferred slot
-                }
-            )
-        async with NodePoll(self.rest, set(self.hand_names), self.args.poll_ms / 1000) as poll:
+        """The NodeSet's own pods, created by hand at once and bound (no operator, no scheduler) → all IDLE; the
+        drain call by hand; then the pods deleted and their Slurm nodes removed."""
+        assert self.written, "a scale-out first: it gives the pod specs"
+        pods = self.hand_pods()
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        async with (
+            PodWatch(self.kube, self.namespace) as watch,
+            NodePoll(self.rest, set(self.hand_names), self.args.poll_ms / 1000) as poll,
+        ):
             started = time.monotonic()
-            self.hand_uids = [p["metadata"]["uid"] for p in pods]
-            # As the agent calls it: a launch planned from the pod (no volumes; /etc/hosts names the controller).
-            extra = [(spec.BRIDGE_ADDRESS, stack.SLURM_CTL_HOST)]
-            launches = [launch.plan(p, {}, {}, [], [], extra) for p in pods]
-            await asyncio.gather(
-                *(asyncio.to_thread(self.runtime.start, p, lp) for p, lp in zip(pods, launches, strict=True))
-            )
-            spawned = time.monotonic()
-            await until(lambda: len(poll.idle) == len(self.hand_names), 120, "hand-started slurmd IDLE")
+            count = len(pods)
+            with self.progress.ticking(
+                f"by hand: {count} pods",
+                lambda: f"{len([n for n in self.hand_names if n in watch.running])} running, {len(poll.idle)} IDLE",
+            ):
+                self.hand_made = True
+                await asyncio.gather(*(self.kube.create(path, p) for p in pods))
+                created = time.monotonic()
+                await until(lambda: len(poll.idle) == count, 120, "hand-made pods' nodes IDLE")
+                with contextlib.suppress(TimeoutError):  # the kubelet's status may follow IDLE
+                    await until(lambda: set(self.hand_names) <= set(watch.running), 30, "hand-made pods running")
+        running = [watch.running[n] for n in self.hand_names if n in watch.running]
         result = {
             "all_idle_s": round(max(poll.idle.values()) - started, 3),
-            "all_spawned_s": round(spawned - started, 3),
+            "all_pods_created_s": round(created - started, 3),
+            "all_pods_running_s": round(max(running) - started, 3) if len(running) == count else None,
             "first_idle_s": round(min(poll.idle.values()) - started, 3),
+            "nodes": dict(Counter(p["spec"]["nodeName"] for p in pods)),
             "drain_call": await self.drain_by_hand(),
         }
         await self.stop_by_hand()
@@ -495,7 +505,7 @@ class Bench:
 
     async def drain_by_hand(self) -> Obj:
         """The baseline of the operator's drain call: the same ``POST node/{name}`` (state DRAIN with a reason)
-        for every hand-started node at once, straight to slurmrestd."""
+        for every hand-made pod's node at once, straight to slurmrestd."""
 
         async def drain(name: str) -> float:
             asked = time.monotonic()
@@ -506,13 +516,24 @@ class Bench:
         return dist_ms(list(await asyncio.gather(*(drain(n) for n in self.hand_names))))
 
     async def stop_by_hand(self) -> None:
-        uids, self.hand_uids = self.hand_uids, []
+        """Delete the hand-made pods (their preStop deletes their Slurm nodes), wait until they are gone, then
+        remove whatever Slurm node of theirs is left."""
+        if not self.hand_made:
+            return
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        selector = {"labelSelector": ",".join(f"{k}={v}" for k, v in HAND_LABELS.items())}
 
-        async def stop(uid: str) -> None:
-            await asyncio.to_thread(self.runtime.terminate, uid, 5.0)
-            await asyncio.to_thread(self.runtime.release, uid)
+        async def delete(name: str) -> None:
+            with contextlib.suppress(KubeNotFound):
+                await self.kube.delete(f"{path}/{name}")
 
-        await asyncio.gather(*(stop(u) for u in uids), return_exceptions=True)
+        await asyncio.gather(*(delete(n) for n in self.hand_names))
+        deadline = time.monotonic() + 60
+        while (await self.kube.get(path, selector))["items"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError("hand-made pods: not gone within 60 s")
+            await asyncio.sleep(0.2)
+        self.hand_made = False
         await self.forget_nodes(self.hand_names)
 
     async def forget_nodes(self, names: Sequence[str]) -> None:
@@ -541,15 +562,19 @@ class Bench:
                 await self.scale(count)
                 await until(lambda: len(poll.idle) == count, 180, "NodeSet nodes IDLE")
                 idle_at = time.monotonic()
-                with contextlib.suppress(TimeoutError):  # Ready follows IDLE by the agent's 0.5 s check
+                with contextlib.suppress(TimeoutError):  # Ready (the kubelet's, no probe) is usually before IDLE
                     await until(lambda: set(self.names) <= set(pods.ready), 30, "NodeSet pods Ready")
         after = await self.stats()
+        self.written = {n: pods.last[n] for n in self.names}  # the by-hand pods' specs, all bound by now
+        running = [pods.running[n] for n in self.names if n in pods.running]
         result = {
             "all_idle_s": round(max(poll.idle.values()) - started, 3),
             "first_idle_s": round(min(poll.idle.values()) - started, 3),
             "all_pods_created_s": round(max(pods.created[n] for n in self.names) - started, 3),
             "all_pods_bound_s": round(max(pods.bound[n] for n in self.names) - started, 3),
+            "all_pods_running_s": round(max(running) - started, 3) if len(running) == count else None,
             "all_pods_ready_s": round(max(pods.ready.values()) - started, 3) if pods.ready else None,
+            "nodes": dict(Counter(pods.last[n]["spec"]["nodeName"] for n in self.names)),
             "seen_at_s": round(idle_at - started, 3),
         }
         return result, delta(before, after)
@@ -625,8 +650,8 @@ class Bench:
 
     # ------------------------------------------------------------------------------------- cleanup
     async def cleanup(self) -> Obj:
-        """NodeSet first (its pods go, their preStop takes the Slurm nodes), then the operator, leftover
-        scale-ins, the namespace and any Slurm node of this run."""
+        """The hand-made pods and the NodeSet first (its pods go, their preStop takes the Slurm nodes), then the
+        operator, leftover scale-ins, the namespace and any Slurm node of this run."""
         left: Obj = {}
         with contextlib.suppress(Exception):
             await self.stop_by_hand()
@@ -728,18 +753,18 @@ class Bench:
             if self.args.job_records:
                 results["job_records"] = await self.add_job_records(self.args.job_records)
             self.progress.phase(f"namespace {self.namespace}; starting the operator")
-            await self.setup()
+            results["slurmd_image_on_real_nodes"] = await self.setup()
             self.start_operator()
             await self.operator_ready()
             await self.kube.create(f"{API}/namespaces/{self.namespace}/nodesets", self.nodeset_body(self.name, 0))
             await self.nodeset_ready()  # its first reconcile: the Controller's poll starts, the PDB is made
             others: set[int] = set(other_operators(self.proc.pid if self.proc else None, self.namespace))
             for i in range(self.args.rounds):
-                self.progress.phase(f"round {i + 1}/{self.args.rounds}: {self.args.pods} slurmd started by hand")
-                hand = await self.by_hand()
+                self.progress.phase(f"round {i + 1}/{self.args.rounds}: {self.args.pods} pods")
                 out, out_calls = await self.scale_out()
                 rest["idle"].append(await self.idle())
                 scale_in, in_calls = await self.scale_in()
+                hand = await self.by_hand()  # after the scale-out: the pod specs the operator wrote
                 rest["scale_out"].append(out_calls)
                 rest["scale_in"].append(in_calls)
                 rounds.append({"by_hand": hand, "scale_out": out, "scale_in": scale_in})
@@ -861,7 +886,7 @@ def print_report(results: Obj) -> None:
     print(f"{results['pods']} pods, {results['rounds']} round(s), Slurm polled every {results['poll_ms']} ms")
     print(f"{'measure':48} {'value':>12}")
     rows = [
-        ("by hand: start -> all IDLE (s)", s["by_hand_all_idle_s"]),
+        ("by hand: create pods -> all IDLE (s)", s["by_hand_all_idle_s"]),
         ("operator scale-out 0->N: patch -> all IDLE (s)", s["scale_out_all_idle_s"]),
         ("  ratio to by hand (goal <= 1.5)", s["scale_out_vs_by_hand"]),
         ("scale-in: drained -> pod terminating p50 (s)", s["scale_in_drained_to_terminating_p50_s"]),
@@ -899,6 +924,9 @@ def print_report(results: Obj) -> None:
                 results.get("other_operator_processes"), results.get("scale_in_workflows", {}).get("other_task_queues")
             )
         )
+    missing = sorted(n for n, cached in results.get("slurmd_image_on_real_nodes", {}).items() if not cached)
+    if missing:
+        print(f"WARNING: {SLURMD_IMAGE} not on {', '.join(missing)} at the start: round 1's scale-out pulled it")
     workflows = {k: v for k, v in results.get("scale_in_workflows", {}).items() if k != "drain_to_delete"}
     print("scale-in workflows:", workflows, " cleanup:", results["cleanup"])
 
@@ -910,9 +938,9 @@ async def measure(args: argparse.Namespace) -> Obj:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--pods", type=int, default=16, help="NodeSet replicas, and slurmd started by hand")
+    parser.add_argument("--pods", type=int, default=16, help="NodeSet replicas, and pods made by hand")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 pods, 2.5 s of steady state")
-    parser.add_argument("--rounds", type=int, default=1, help="by hand, scale-out and scale-in, this many times")
+    parser.add_argument("--rounds", type=int, default=1, help="scale-out, scale-in and by hand, this many times")
     parser.add_argument("--poll-ms", type=float, default=25.0, help="the benchmark's own poll of Slurm's nodes")
     parser.add_argument("--idle-seconds", type=float, default=5.0, help="steady state counted between the two")
     parser.add_argument("--json", metavar="PATH", help="also write the JSON summary to this file")

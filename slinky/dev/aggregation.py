@@ -15,10 +15,11 @@
 from __future__ import annotations
 
 import base64
+import subprocess
 from pathlib import Path
 from typing import Any, Final
 
-from slinky.dev import slurmd_spec
+from slinky.dev import real_nodes
 from slinky.dev.webhook import CERT_DAYS, KubeSync, openssl, valid_for
 
 PORT: Final = 16445
@@ -30,7 +31,13 @@ FRONT_PROXY_CLIENT: Final = "front-proxy-client"
 
 
 def address() -> str:
-    return slurmd_spec.BRIDGE_ADDRESS
+    """The host's address on the real nodes' bridge (the apiserver reaches the operator there)."""
+    return real_nodes.HOST_ADDRESS
+
+
+def _covers(cert: Path, ip: str) -> bool:
+    text = subprocess.run(["openssl", "x509", "-noout", "-text", "-in", str(cert)], capture_output=True, text=True)
+    return f"IP Address:{ip}," in text.stdout or f"IP Address:{ip}\n" in text.stdout
 
 
 def sign(d: Path, name: str, cn: str, ca: str, extensions: str, *, org: str = "", new_key: bool = True) -> None:
@@ -55,6 +62,8 @@ def ensure_certs(kube_dir: Path) -> None:
     d = kube_dir
     wanted = [d / n for n in ("front-proxy-ca.crt", "front-proxy-client.crt", "external-metrics.crt")]
     if all(p.is_file() and valid_for(p, 30 * 86400) for p in wanted):
+        if not _covers(d / "external-metrics.crt", address()):  # made when the operator listened elsewhere
+            sign(d, "external-metrics", SERVICE, "ca", _serving_extensions())
         return
     openssl("genrsa", "-out", str(d / "front-proxy-ca.key"), "2048")
     openssl(
@@ -63,8 +72,12 @@ def ensure_certs(kube_dir: Path) -> None:
     )  # fmt: skip
     (d / "front-proxy-ca.key").chmod(0o600)
     sign(d, "front-proxy-client", FRONT_PROXY_CLIENT, "front-proxy-ca", "extendedKeyUsage=clientAuth\n")
+    sign(d, "external-metrics", SERVICE, "ca", _serving_extensions())
+
+
+def _serving_extensions() -> str:
     san = f"IP:{address()},IP:127.0.0.1,DNS:{SERVICE}.{SERVICE_NAMESPACE}.svc,DNS:{SERVICE}.{SERVICE_NAMESPACE}"
-    sign(d, "external-metrics", SERVICE, "ca", f"extendedKeyUsage=serverAuth\nsubjectAltName={san}\n")
+    return f"extendedKeyUsage=serverAuth\nsubjectAltName={san}\n"
 
 
 def apiserver_flags(kube_dir: Path) -> list[str]:

@@ -20,12 +20,13 @@ def add_parser(sub: Any) -> None:
         type=int,
         default=4,
         metavar="K",
-        help="Kubernetes worker nodes for NodeSet pods, not in Slurm (not the bridge workers of --no-workers)",
+        help="simulated Kubernetes nodes for pods of namespaces not sent to the real nodes, not in Slurm "
+        "(not the bridge workers of --no-workers)",
     )
     up.add_argument(
         "--real-nodes",
         type=int,
-        default=2,
+        default=4,
         metavar="R",
         help="real Kubernetes nodes for the Slurm clusters: kubelet, kube-proxy and containerd in network "
         "namespaces (0: none; at most 4)",
@@ -48,15 +49,6 @@ def add_parser(sub: Any) -> None:
     built.set_defaults(handler=_images)
     down = dev.add_parser("down", help="stop exactly what up started")
     down.set_defaults(handler=_down)
-    run = dev.add_parser(
-        "exec",
-        help="run a command inside a daemon pod (its network, mounts and hostname, the Slurm rootfs): "
-        "what `kubectl exec` does on a real node",
-    )
-    run.add_argument("-n", "--namespace", default=None, help="the pod's namespace (default: any namespace)")
-    run.add_argument("pod")
-    run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
-    run.set_defaults(handler=_exec)
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -88,30 +80,3 @@ def _down(args: argparse.Namespace) -> int:
     from slinky.dev import stack
 
     return stack.down()
-
-
-def _exec(args: argparse.Namespace) -> int:
-    import subprocess
-    import sys
-
-    from slinky.dev import slurmd_runtime, stack
-
-    command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
-    if not command:
-        print("slinky dev exec: give a command after --", file=sys.stderr)
-        return 2
-    pod = args.pod.removeprefix("pod/").removeprefix("pods/")
-    try:
-        argv = slurmd_runtime.exec_argv(stack.slurmd_pods_dir(), stack.slurm_root(), args.namespace, pod, command)
-    except ValueError as err:
-        print(f"slinky dev exec: {err}", file=sys.stderr)
-        return 2
-    if argv is None:
-        where = f"{args.namespace}/{pod}" if args.namespace else pod
-        print(
-            f"slinky dev exec: pod {where} runs no daemon here (only pods whose container is "
-            "slurmd, slurmctld, slurmrestd, slurmdbd, login or sackd run as processes)",
-            file=sys.stderr,
-        )
-        return 1
-    return subprocess.call(argv)

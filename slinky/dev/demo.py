@@ -27,7 +27,7 @@ from slinky.dev import in_cluster, real_nodes, stack
 EXAMPLES = stack.REPO / "deploy" / "examples"
 NS = stack.DEMO_NAMESPACE
 """The managed cluster's namespace (deploy/examples/slurm-cluster.yaml); the stack's operator watches it."""
-CLUSTER_LOGS = ".slinky-dev/logs/operator.log, .slinky-dev/logs/node-agent.log and .slinky-dev/logs/slurmd-pods/"
+CLUSTER_LOGS = ".slinky-dev/logs/operator.log and `kubectl logs` of the pods"
 
 
 def _get(url: str, headers: dict[str, str]) -> dict[str, object]:

@@ -11,8 +11,8 @@ move through their phases. This agent owns N Node objects: it keeps them Ready (
   so finalizers still hold it, as with a real kubelet.
 
 Besides the N nodes the stack registers in Slurm, it can own K worker nodes (``--worker-nodes``) that nothing
-registers in Slurm, for NodeSet pods. With ``--slurm-root``, a pod whose container is named ``slurmd`` is not
-simulated: it runs as a real slurmd in a network namespace of its own (``slinky.dev.slurmd_pods``).
+registers in Slurm, where kube-scheduler places the pods of namespaces that are not sent to the real nodes. Every
+pod here is simulated: no process runs (pods run as containers on the stack's real nodes, docs/dev-stack.md).
 
 It is a controller in miniature: one watch on bound pods feeds a cache, a de-duplicating work queue and a
 few workers reconcile each pod from its latest state, and timers live in one heap. Everything is level
@@ -34,20 +34,14 @@ import hashlib
 import heapq
 import logging
 import os
-import shutil
 import signal
 import time
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any, Final
 
 from slinky import wellknown
 from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, KubeUnavailable
 from slinky.clients.kube import KubeClient, load_kubeconfig, micro_time, rfc3339
-from slinky.dev import kubelet_server, launch, pod_volumes, slurmd_runtime
-from slinky.dev.slurmd_pods import SlurmdPods
-from slinky.dev.slurmd_runtime import SlurmdRuntime
-from slinky.dev.slurmd_spec import BRIDGE_ADDRESS, slurmd_container
 
 log = logging.getLogger("slinky.dev.node_agent")  # not __main__ under python -m
 
@@ -431,21 +425,6 @@ class WorkQueue:
 # The agent
 
 
-@dataclasses.dataclass(frozen=True)
-class SlurmdOptions:
-    """Where the real slurmd of NodeSet pods comes from (docs/dev-stack.md, "NodeSet pods")."""
-
-    slurm_root: Path
-    """The Slurm chroot."""
-    state_dir: Path
-    """The runtime's state file and per-pod files."""
-    log_dir: Path
-    controller_host: str = "slinkyctl"
-    """The controller's host name, mapped to the pods' gateway in their /etc/hosts."""
-    kubelet_port: int = 10250
-    """Where the kubelet's log endpoint listens (the nodes' daemonEndpoints); 0: not served."""
-
-
 @dataclasses.dataclass
 class AgentOptions:
     nodes: int
@@ -456,11 +435,9 @@ class AgentOptions:
     delete_nodes_on_exit: bool = False
     watch_timeout_seconds: int = 120
     worker_nodes: int = 0
-    """Dedicated nodes ``<worker_prefix>-1..K`` for NodeSet pods; the stack never registers them in Slurm."""
+    """Nodes ``<worker_prefix>-1..K`` for the pods kube-scheduler places; the stack never registers them in Slurm."""
     worker_prefix: str = "slinky-worker"
     worker_shape: NodeShape = dataclasses.field(default_factory=lambda: NodeShape(cpu="4", memory="8Gi"))
-    slurmd: SlurmdOptions | None = None
-    """Run pods' ``slurmd`` containers as real slurmd processes; None: simulate them like any container."""
 
 
 class NodeAgent:
@@ -486,54 +463,12 @@ class NodeAgent:
         self._sem = asyncio.Semaphore(options.workers)
         self.synced = asyncio.Event()
         """Set once the first pod list has been taken in (tests and benchmarks wait on it)."""
-        self._slurmd: SlurmdPods | None = None
-        if options.slurmd is not None:
-            runtime = SlurmdRuntime(
-                options.slurmd.slurm_root,
-                options.slurmd.state_dir,
-                options.slurmd.log_dir,
-                options.slurmd.controller_host,
-            )
-            self._slurmd = SlurmdPods(
-                runtime,
-                api,
-                remember=self._remember,
-                arm=self._arm,
-                enqueue=self._queue.add,
-                released=self._deleted_uids,
-                plan=self._plan,
-            )
-        self._objects: dict[str, dict[tuple[str, str], Obj]] = {"configmaps": {}, "secrets": {}, "services": {}}
-        """What daemon pods read besides themselves (volumes, env, /etc/hosts), by (namespace, name)."""
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.register_nodes()
-        extra: list[asyncio.Task[None]] = []
-        if self._slurmd is not None:
-            await self._slurmd.start()
-            extra = [
-                *(
-                    asyncio.create_task(self._object_watch(kind), name=f"watch-{kind}")
-                    for kind in ("configmaps", "secrets", "services")
-                ),
-                asyncio.create_task(self._provision_loop(), name="local-path-provisioner"),
-            ]
-        logs = None
-        daemons = self.options.slurmd
-        if self._slurmd is not None and daemons is not None and daemons.kubelet_port:
-            logs = await kubelet_server.serve(
-                self._log_file,
-                "127.0.0.1",
-                daemons.kubelet_port,
-                daemons.state_dir / "kubelet",
-                running=self._log_running,
-                exec_argv=self._exec_argv,
-            )
-            log.info("kubelet log endpoint on 127.0.0.1:%d (kubectl logs)", daemons.kubelet_port)
         tasks = [
-            *extra,
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
             asyncio.create_task(self._watch_loop(), name="watch"),
             asyncio.create_task(self._timer_loop(), name="timers"),
@@ -550,8 +485,6 @@ class NodeAgent:
             for task in [stopped, *tasks]:
                 task.cancel()
             await asyncio.gather(stopped, *tasks, return_exceptions=True)
-            if logs is not None:
-                logs.close()
             if self.options.delete_nodes_on_exit:
                 await self.delete_nodes()
 
@@ -637,122 +570,6 @@ class NodeAgent:
         async with self._sem:
             return await coro
 
-    # -- kubectl logs ----------------------------------------------------------------------------------------
-    def _log_file(self, namespace: str, name: str, container: str) -> Path | None:
-        """The log of a daemon pod's daemon container (what the kubelet's /containerLogs serves)."""
-        pod = self._pods.get((namespace, name))
-        if pod is None or self._slurmd is None:
-            return None
-        found = slurmd_container(pod)
-        record = self._slurmd.runtime.get(pod["metadata"]["uid"])
-        if found is None or record is None or found.get("name") != container:
-            raise kubelet_server.LogError(
-                400,
-                f'container "{container}" of pod "{name}" is simulated by the dev stack\'s node agent: no process, '
-                "no log (only containers named slurmd, slurmctld, slurmrestd, slurmdbd, login or sackd run)",
-            )
-        return self._slurmd.runtime.log_file(record)
-
-    def _exec_argv(self, namespace: str, name: str, container: str, command: list[str]) -> list[str] | None:
-        """``kubectl exec``: the argv that runs ``command`` in a daemon pod's namespaces and the Slurm rootfs (as
-        ``slinky dev exec``); None for a pod or container that runs no process here."""
-        pod = self._pods.get((namespace, name))
-        if pod is None or self._slurmd is None or (slurmd_container(pod) or {}).get("name") != container:
-            return None
-        runtime = self._slurmd.runtime
-        return slurmd_runtime.exec_argv(runtime.state_dir, runtime.root, namespace, name, command)
-
-    def _log_running(self, namespace: str, name: str, container: str) -> bool:
-        pod = self._pods.get((namespace, name))
-        return bool(pod is not None and self._slurmd is not None and self._slurmd.runtime.alive(pod["metadata"]["uid"]))
-
-    # -- what daemon pods read ------------------------------------------------------------------------------
-    def _plan(self, pod: Obj) -> launch.Launch:
-        """A daemon pod's launch from the caches (its volumes, env and /etc/hosts)."""
-        assert self.options.slurmd is not None
-        return launch.plan(
-            pod,
-            self._objects["configmaps"],
-            self._objects["secrets"],
-            list(self._pods.values()),
-            list(self._objects["services"].values()),
-            [(BRIDGE_ADDRESS, self.options.slurmd.controller_host)],
-        )
-
-    async def _object_watch(self, kind: str) -> None:
-        """List then watch ConfigMaps, Secrets or Services cluster-wide; a change requeues the daemon pods that
-        read the object (a Service: every daemon pod, for its /etc/hosts)."""
-        cache = self._objects[kind]
-        async for event, obj in self.api.list_watch(
-            f"/api/v1/{kind}", {}, timeout_seconds=self.options.watch_timeout_seconds
-        ):
-            if event == "SYNC":
-                cache.clear()
-                for item in obj["items"]:
-                    cache[(item["metadata"]["namespace"], item["metadata"]["name"])] = item
-                self._requeue_daemons(kind, None)
-                continue
-            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-            if event == "DELETED":
-                cache.pop(key, None)
-            else:
-                cache[key] = obj
-            self._requeue_daemons(kind, key)
-
-    async def _provision_loop(self) -> None:
-        """A local-path provisioner: every unbound claim of no storage class gets a hostPath PersistentVolume at
-        its directory under the agent's state, pre-bound to it (the binder in kube-controller-manager binds
-        them); daemon pods mount that directory (docs/dev-stack.md)."""
-        assert self.options.slurmd is not None
-        state = str(self.options.slurmd.state_dir)
-        async for event, obj in self.api.list_watch(
-            "/api/v1/persistentvolumeclaims", {}, timeout_seconds=self.options.watch_timeout_seconds
-        ):
-            if event == "DELETED":
-                await self._release_claim(obj["metadata"], state)
-                continue
-            if event == "SYNC":
-                await self._release_orphans(state)
-            for claim in obj["items"] if event == "SYNC" else [obj]:
-                volume = pod_volumes.provision(claim, state)
-                if volume is None:
-                    continue
-                with contextlib.suppress(KubeConflict):
-                    await self.api.create("/api/v1/persistentvolumes", volume)
-                    log.info(
-                        "claim %s/%s: PersistentVolume %s at %s",
-                        claim["metadata"]["namespace"],
-                        claim["metadata"]["name"],
-                        volume["metadata"]["name"],
-                        volume["spec"]["hostPath"]["path"],
-                    )
-
-    async def _release_orphans(self, state: str) -> None:
-        """Volumes of ours whose claim was deleted while the agent was away (Released)."""
-        listing = await self.api.get("/api/v1/persistentvolumes", {"labelSelector": "slinky.slurm.net/local-path=true"})
-        for volume in listing.get("items") or []:
-            ref = (volume.get("spec") or {}).get("claimRef") or {}
-            if ((volume.get("status") or {}).get("phase")) == "Released" and ref.get("uid"):
-                await self._release_claim(ref, state)
-
-    async def _release_claim(self, meta: Obj, state: str) -> None:
-        """A deleted claim's volume goes with it (what a local-path provisioner's Delete policy does): its
-        PersistentVolume and its directory. ``meta`` names the claim (namespace, name, uid)."""
-        with contextlib.suppress(KubeNotFound):
-            await self.api.delete(f"/api/v1/persistentvolumes/local-{meta['uid']}")
-            log.info("claim %s/%s deleted: its PersistentVolume and directory go too", meta["namespace"], meta["name"])
-        path = Path(state) / pod_volumes.claim_dir(str(meta["namespace"]), str(meta["name"]))
-        await asyncio.to_thread(shutil.rmtree, path, True)
-        with contextlib.suppress(OSError):
-            path.parent.rmdir()  # the namespace's directory, once empty
-
-    def _requeue_daemons(self, kind: str, key: tuple[str, str] | None) -> None:
-        for pod_key_, pod in self._pods.items():
-            if slurmd_container(pod) is None or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
-                continue
-            if kind == "services" or key is None or (kind, *key) in pod_volumes.sources(pod):
-                self._queue.add(pod_key_)
-
     # -- pod watch ----------------------------------------------------------------------------------------
 
     async def _watch_loop(self) -> None:
@@ -772,8 +589,6 @@ class NodeAgent:
                 len(self._pods),
                 obj["metadata"]["resourceVersion"],
             )
-            if self._slurmd is not None and not self.synced.is_set():
-                self._slurmd.after_sync({p["metadata"]["uid"] for p in self._pods.values()})
             self.synced.set()
 
     def _replace(self, items: Iterable[Obj]) -> None:
@@ -800,8 +615,6 @@ class NodeAgent:
         if cached is None or resource_version(pod) >= resource_version(cached):
             self._pods[key] = pod
         self._queue.add(key)
-        if self._slurmd is not None and _names_pod(pod) and _dns_view(cached) != _dns_view(pod):
-            self._requeue_daemons("services", None)  # its name or address changed: other pods' /etc/hosts
         return True
 
     def _forget(self, key: PodKey) -> None:
@@ -812,8 +625,6 @@ class NodeAgent:
             uid = pod["metadata"]["uid"]
             self._deleted_uids.discard(uid)
             self._started_at.pop(uid, None)
-            if self._slurmd is not None:
-                self._slurmd.forget(uid)
 
     def _remember(self, key: PodKey, pod: Obj) -> None:
         """Cache a write's answer, unless the watch already brought something newer."""
@@ -821,8 +632,6 @@ class NodeAgent:
         if cached is not None and cached["metadata"]["uid"] == pod["metadata"]["uid"]:
             if resource_version(pod) > resource_version(cached):
                 self._pods[key] = pod
-                if self._slurmd is not None and _names_pod(pod) and _dns_view(cached) != _dns_view(pod):
-                    self._requeue_daemons("services", None)  # our own write: the watch will show no change
 
     # -- timers and workers ------------------------------------------------------------------------------
 
@@ -869,9 +678,6 @@ class NodeAgent:
         pod = self._pods.get(key)
         if pod is None:
             return
-        if self._slurmd is not None and slurmd_container(pod) is not None:
-            await self._slurmd.reconcile(key, pod)
-            return
         meta, status = pod["metadata"], pod.get("status") or {}
         phase = status.get("phase") or "Pending"
         node = pod["spec"]["nodeName"]
@@ -915,21 +721,6 @@ class NodeAgent:
         log.info("pod %s/%s on %s: Running -> %s (exit code %d)", *key, node, final, spec.exit_code)
 
 
-def _names_pod(pod: Obj) -> bool:
-    """A pod other pods may resolve: a daemon pod (Services select them) or a headless Service's member."""
-    return slurmd_container(pod) is not None or bool((pod.get("spec") or {}).get("subdomain"))
-
-
-def _dns_view(pod: Obj | None) -> tuple[Any, ...]:
-    """What of a pod other pods' /etc/hosts depend on (slinky.dev.pod_dns)."""
-    if pod is None:
-        return ()
-    status, spec = pod.get("status") or {}, pod.get("spec") or {}
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-    labels = tuple(sorted(((pod.get("metadata") or {}).get("labels") or {}).items()))
-    return (status.get("podIP"), status.get("phase"), ready, spec.get("hostname"), spec.get("subdomain"), labels)
-
-
 def _all_terminated(status: Obj) -> bool:
     statuses = status.get("containerStatuses") or []
     return bool(statuses) and all("terminated" in (s.get("state") or {}) for s in statuses)
@@ -964,10 +755,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--worker-prefix", default="slinky-worker")
     p.add_argument("--worker-cpu", default="4", help="cpu capacity per worker node (quantity)")
     p.add_argument("--worker-memory", default="8Gi", help="memory capacity per worker node (quantity)")
-    p.add_argument("--slurm-root", type=Path, default=None, help="Slurm chroot: run slurmd containers for real")
-    p.add_argument("--slurmd-state", type=Path, default=None, help="state dir of real slurmd pods (with --slurm-root)")
-    p.add_argument("--slurmd-logs", type=Path, default=None, help="log dir of real slurmd pods (with --slurm-root)")
-    p.add_argument("--slurm-controller-host", default="slinkyctl", help="slurmctld's host name, for the pods")
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
     if not args.kubeconfig:
@@ -976,17 +763,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--nodes must be at least 1")
     if args.worker_nodes < 0:
         p.error("--worker-nodes must not be negative")
-    if args.slurm_root is not None and (args.slurmd_state is None or args.slurmd_logs is None):
-        p.error("--slurm-root needs --slurmd-state and --slurmd-logs")
     return args
 
 
 async def amain(args: argparse.Namespace) -> int:
     config = load_kubeconfig(args.kubeconfig, args.context)
     labels = dict(args.label)
-    slurmd = None
-    if args.slurm_root is not None:
-        slurmd = SlurmdOptions(args.slurm_root, args.slurmd_state, args.slurmd_logs, args.slurm_controller_host)
     options = AgentOptions(
         nodes=args.nodes,
         prefix=args.prefix,
@@ -999,7 +781,6 @@ async def amain(args: argparse.Namespace) -> int:
         worker_shape=NodeShape(
             cpu=args.worker_cpu, memory=args.worker_memory, pods=args.pods, labels={**labels, LABEL_SIM_POOL: "workers"}
         ),
-        slurmd=slurmd,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

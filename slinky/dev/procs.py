@@ -7,6 +7,7 @@ signals a PID whose start time still matches, so a recycled PID is never killed.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import subprocess
@@ -35,6 +36,38 @@ def start_time(pid: int) -> str | None:
     # The command name (field 2) may contain spaces: split after its closing parenthesis.
     fields = stat[stat.rindex(")") + 2 :].split()
     return None if fields[0] == "Z" else fields[19]
+
+
+def namespace_pids(name: str) -> list[int]:
+    """Every process inside the named network namespace (``/run/netns/<name>``): a node's daemons and the
+    containers they started."""
+    try:
+        inode = os.stat(f"/run/netns/{name}").st_ino
+    except OSError:
+        return []
+    wanted = f"net:[{inode}]"
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(entry / "ns" / "net") == wanted:
+                    pids.append(int(entry.name))
+    return pids
+
+
+def kill_namespace(name: str, *, timeout: float = 5.0) -> int:
+    """SIGKILL whatever still runs in the namespace, as a runtime kills a container's cgroup (a process left
+    there would keep the namespace, its veth and its addresses alive after ``ip netns delete``); how many are
+    left after ``timeout``."""
+    pids = namespace_pids(name)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if start_time(p) is not None]
+        time.sleep(0.02)
+    return len(namespace_pids(name))
 
 
 class ProcessTable:

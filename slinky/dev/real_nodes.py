@@ -38,8 +38,7 @@ from pathlib import Path
 from typing import Final
 
 from slinky import wellknown
-from slinky.dev import slurmd_runtime
-from slinky.dev.procs import ProcessTable
+from slinky.dev.procs import ProcessTable, kill_namespace, namespace_pids
 
 BRIDGE: Final = "slkrn0"
 NETWORK: Final = ipaddress.IPv4Network("10.226.24.0/24")
@@ -546,8 +545,8 @@ def stop(procs: ProcessTable, log: Callable[[str], None]) -> None:
 def _tear_down(node: RealNode, log: Callable[[str], None]) -> None:
     """What is left of a node once its daemons are stopped (or were killed): containers, namespaces, veth, route,
     cgroups."""
-    killed = len(slurmd_runtime.namespace_pids(node.netns))
-    slurmd_runtime.kill_namespace(node.netns)
+    killed = len(namespace_pids(node.netns))
+    kill_namespace(node.netns)
     # Containers run in their pods' network namespaces, under the node's cgroup root: they outlive a stopped
     # containerd (runc's shims and their processes), so they are killed by cgroup.
     killed += kill_cgroup_tree(node.cgroup_root)

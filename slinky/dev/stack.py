@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slinky import wellknown
-from slinky.dev import aggregation, images, local_volumes, real_nodes, slurmd_runtime, slurmd_spec
+from slinky.dev import aggregation, images, local_volumes, real_nodes
 from slinky.dev import webhook as dev_webhook
 from slinky.dev.procs import ProcessTable
 
@@ -76,7 +76,7 @@ class Ports:
     bridge_metrics: int = 17300
     """The bridge worker's metrics; the Temporal SDK's are on the next port."""
     mariadb: int = 13306
-    """MariaDB on loopback and the pods' bridge address (``slurmd_spec.BRIDGE_ADDRESS``)."""
+    """MariaDB on loopback and the real nodes' host address (``real_nodes.HOST_ADDRESS``)."""
     registry: int = 15000
     """The image registry (Debian's docker-registry), on the real nodes' bridge address (plain HTTP)."""
 
@@ -87,15 +87,18 @@ NODE_PREFIX = "slinky-node"
 NODE_CPUS = 8
 NODE_MEMORY_MIB = 16384
 WORKER_PREFIX = "slinky-worker"
-"""Dedicated nodes for NodeSet pods: never registered in Slurm, so the bridge neither registers nor taints them."""
+"""Simulated nodes for the pods kube-scheduler places outside the real nodes' namespaces: never registered in Slurm,
+so the bridge neither registers nor taints them."""
 WORKER_CPUS = 4
 WORKER_MEMORY = "8Gi"
 NODESET_PARTITION = "nodesets"
+"""The stack's partition of NodeSet pods' Slurm nodes: those registering with the feature :data:`POD_FEATURE`
+(a NodeSet's ``extraConf: Features=nodeset-pod``), which this partition's NodeSet selects, as an external
+slurmctld's admin maps NodeSets to partitions. Not ``Nodes=ALL``: that would put the bridge's external nodes in it
+too."""
+POD_FEATURE = "nodeset-pod"
 OPERATOR_NAMESPACE = "slurm"
 """The namespace of the stack's own Controller `slurm`, the one the dev stack's operator watches."""
-"""Partition of every NodeSet pod's Slurm node: its slurmd registers with the feature the node agent adds
-(``slurmd_spec.POD_FEATURE``), which this partition's NodeSet selects. Not ``Nodes=ALL``: that would put the
-bridge's external nodes in it too."""
 DEMO_NAMESPACE = "slinky"
 """The namespace of the demo's managed cluster (deploy/examples/slurm-cluster.yaml); the stack's operator
 watches it too."""
@@ -567,15 +570,6 @@ def install_crds() -> None:
     )
 
 
-def _slurmd_pods_dir() -> Path:
-    return STATE / "slurmd-pods"
-
-
-def slurmd_pods_dir() -> Path:
-    """Where the node agent keeps its daemon pods' state (``slinky dev exec`` finds a pod's process there)."""
-    return _slurmd_pods_dir()
-
-
 def _node_agent_argv(nodes: int, worker_nodes: int) -> list[str]:
     return [
         sys.executable,
@@ -599,14 +593,6 @@ def _node_agent_argv(nodes: int, worker_nodes: int) -> list[str]:
         str(WORKER_CPUS),
         "--worker-memory",
         WORKER_MEMORY,
-        "--slurm-root",
-        str(_slurm_root()),
-        "--slurmd-state",
-        str(_slurmd_pods_dir()),
-        "--slurmd-logs",
-        str(STATE / "logs" / "slurmd-pods"),
-        "--slurm-controller-host",
-        SLURM_CTL_HOST,
     ]
 
 
@@ -618,9 +604,7 @@ def _cmdline(pid: int) -> list[str]:
 
 
 def start_node_agent(procs: ProcessTable, nodes: int, worker_nodes: int = 0) -> None:
-    """The simulated kubelet; restarted when its arguments changed (its pods' slurmd processes keep running and
-    are re-adopted)."""
-    slurmd_runtime.ensure_bridge()
+    """The simulated nodes' agent; restarted when its arguments changed."""
     argv = _node_agent_argv(nodes, worker_nodes)
     pid = procs.running("node-agent")
     if pid is not None and _cmdline(pid) == argv:
@@ -660,8 +644,8 @@ def _mariadb_log() -> Path:
 
 
 def mariadb_bind_address() -> str:
-    """Loopback and the pods' bridge: a pod in its network namespace reaches the host at the bridge's address."""
-    return f"127.0.0.1,{slurmd_spec.BRIDGE_ADDRESS}"
+    """Loopback and the real nodes' host address, where their pods reach the host."""
+    return f"127.0.0.1,{real_nodes.HOST_ADDRESS}"
 
 
 def mariadbd_argv(
@@ -713,7 +697,7 @@ def mariadb_user_sql(user: str, password: str) -> str:
 def mariadb_env_values(state: Path) -> dict[str, str]:
     """The env file's MariaDB keys; the host is the bridge's address, which both pods and the host reach."""
     return {
-        "SLINKY_DEV_MARIADB_HOST": slurmd_spec.BRIDGE_ADDRESS,
+        "SLINKY_DEV_MARIADB_HOST": real_nodes.HOST_ADDRESS,
         "SLINKY_DEV_MARIADB_PORT": str(PORTS.mariadb),
         "SLINKY_DEV_MARIADB_USER": MARIADB_USER,
         "SLINKY_DEV_MARIADB_PASSWORD_FILE": str(state / "mariadb" / "password"),
@@ -846,8 +830,12 @@ def _ensure_mariadb_user() -> None:
 
 def start_mariadb(procs: ProcessTable) -> None:
     """Our own mariadbd (datadir, socket, port of ours; the system's service, if any, is left alone) and the
-    stack's user. The pods' bridge must exist first: mariadbd listens on its address too."""
+    stack's user. The real nodes' bridge must exist first: mariadbd listens on its address too."""
     directory = _mariadb_dir()
+    pid = procs.running("mariadb")
+    if pid is not None and f"--bind-address={mariadb_bind_address()}" not in _cmdline(pid):
+        log("MariaDB listens on other addresses (an older stack's): restarting it, data kept")
+        procs.stop("mariadb")
     if procs.running("mariadb") is None:
         socket = _mariadb_socket()
         if len(str(socket)) > SOCKET_PATH_MAX:
@@ -883,9 +871,9 @@ def start_mariadb(procs: ProcessTable) -> None:
         _wait("MariaDB", _mariadb_ready, timeout=15)
     except StackError:
         raise _mariadb_error(
-            f"does not accept user {MARIADB_USER!r} over TCP at {slurmd_spec.BRIDGE_ADDRESS}:{PORTS.mariadb}"
+            f"does not accept user {MARIADB_USER!r} over TCP at {real_nodes.HOST_ADDRESS}:{PORTS.mariadb}"
         ) from None
-    where = f"{slurmd_spec.BRIDGE_ADDRESS}:{PORTS.mariadb} and 127.0.0.1:{PORTS.mariadb}"
+    where = f"{real_nodes.HOST_ADDRESS}:{PORTS.mariadb} and 127.0.0.1:{PORTS.mariadb}"
     log(f"MariaDB {'up' if started else 'already running'} on {where} (user {MARIADB_USER})")
 
 
@@ -895,7 +883,7 @@ def _slurm_root() -> Path:
 
 
 def slurm_root() -> Path:
-    """The Slurm rootfs every daemon (and ``slinky dev exec``) runs in."""
+    """The Slurm rootfs the stack's own Slurm daemons (and the tools run against them) run in."""
     return _slurm_root()
 
 
@@ -910,15 +898,15 @@ def _node_addr(i: int) -> str:
 def _slurm_conf() -> str:
     return f"""# Written by slinky dev up. Tuned for fast external-job scheduling (docs/dev-stack.md).
 ClusterName=slinky
-SlurmctldHost={SLURM_CTL_HOST}
+SlurmctldHost={SLURM_CTL_HOST}({real_nodes.HOST_ADDRESS})
 SlurmctldPort={PORTS.slurmctld}
 SlurmdPort={PORTS.slurmd}
 SlurmUser=slurm
 SlurmdUser=root
-AuthType=auth/munge
+AuthType=auth/slurm
 AuthAltTypes=auth/jwt
 AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key
-CredType=cred/munge
+CredType=cred/slurm
 StateSaveLocation=/var/spool/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd/%n
 SlurmdPidFile=/run/slurmd-%n.pid
@@ -946,7 +934,7 @@ Waittime=0
 MaxJobCount=100000
 NodeSet=bridgens Feature={wellknown.DEFAULT_PARTITION}
 NodeSet=realns Feature=real
-NodeSet=podns Feature={slurmd_spec.POD_FEATURE}
+NodeSet=podns Feature={POD_FEATURE}
 PartitionName={wellknown.DEFAULT_PARTITION} Nodes=bridgens Default=YES State=UP MaxTime=INFINITE
 PartitionName=real Nodes=realns State=UP MaxTime=INFINITE
 NodeSet=realbridgens Feature={real_nodes.BRIDGE_PARTITION}
@@ -1005,6 +993,10 @@ def _prepare_slurm_root(nodes: int) -> bool:
     key = etc / "slurm" / "jwt_hs256.key"
     if not key.is_file():
         key.write_bytes(secrets.token_bytes(32))
+    slurm_key = etc / "slurm" / "slurm.key"
+    if not slurm_key.is_file():
+        slurm_key.write_bytes(secrets.token_bytes(SLURM_KEY_BYTES))
+    _slurm_user_uid_401(root)
     hosts = [f"127.0.0.1 localhost {SLURM_CTL_HOST}"]
     # Every node name must resolve inside the chroot, or each allocation stalls slurmctld ~10 s per node.
     hosts += [f"{_node_addr(i)} {NODE_PREFIX}-{i}" for i in range(1, max(nodes, 64) + 1)]
@@ -1029,7 +1021,33 @@ def _prepare_slurm_root(nodes: int) -> bool:
         ]
     )
     key.chmod(0o600)
+    # slurmctld (SlurmUser) and slurmrestd (slurmrest) read the key; nobody else.
+    _run(["chroot", str(root), "/bin/chown", "slurm:slurmrest", "/etc/slurm/slurm.key"])
+    slurm_key.chmod(0o640)
     return conf_changed
+
+
+SLURM_KEY_BYTES = 1024
+"""The stack's slurm.key (auth/slurm), random bytes as upstream's chart makes one."""
+
+SLURM_UID = 401
+"""The SlurmUser's uid and gid in upstream's images and ours (docs/images.md): the chroot's `slurm` moves there
+too, since slurmd in a NodeSet pod accepts slurmctld's messages only from its own SlurmUser's uid."""
+
+
+def _slurm_user_uid_401(root: Path) -> None:
+    """Move the chroot's ``slurm`` user and group to :data:`SLURM_UID` (Debian gives it 64030), with its files,
+    as deploy/images/build-slurm.sh does for the images. Only while slurmctld is stopped; idempotent."""
+    entry = next((line for line in (root / "etc" / "passwd").read_text().splitlines() if line.startswith("slurm:")), "")
+    fields = entry.split(":")
+    if len(fields) < 4 or fields[2] == str(SLURM_UID):
+        return
+    old_uid, old_gid = fields[2], fields[3]
+    log(f"moving the chroot's SlurmUser slurm from uid {old_uid} to {SLURM_UID}, as in the images")
+    _run(["chroot", str(root), "/usr/sbin/groupmod", "--gid", str(SLURM_UID), "slurm"])
+    _run(["chroot", str(root), "/usr/sbin/usermod", "--uid", str(SLURM_UID), "--gid", str(SLURM_UID), "slurm"])
+    _run(["find", str(root), "-xdev", "-uid", old_uid, "-exec", "chown", "-h", str(SLURM_UID), "{}", "+"])
+    _run(["find", str(root), "-xdev", "-gid", old_gid, "-exec", "chgrp", "-h", str(SLURM_UID), "{}", "+"])
 
 
 def _mount_slurm_root() -> None:
@@ -1076,12 +1094,35 @@ def _rest_ready() -> bool:
         return not jwt.is_file() and err.code == 401
 
 
-SLURM_DAEMONS = ("munged", "slurmctld", "slurmrestd")
+SLURM_DAEMONS = ("slurmctld", "slurmrestd")
+
+
+RESTART_KEYS = ("AuthType", "CredType", "SlurmctldHost")
+"""slurm.conf keys whose change a reconfigure does not apply: slurmctld restarts (docs/dev-stack.md)."""
+
+
+def _restart_needed() -> bool:
+    """Whether the chroot's slurm.conf differs from the one to write in a key of :data:`RESTART_KEYS` (a stack
+    started by an older checkout)."""
+    path = _slurm_root() / "etc" / "slurm" / "slurm.conf"
+    if not path.is_file():
+        return False
+
+    def lines(text: str) -> set[str]:
+        return {line for line in text.splitlines() if line.split("=", 1)[0] in RESTART_KEYS}
+
+    return lines(path.read_text()) != lines(_slurm_conf())
 
 
 def start_slurm(procs: ProcessTable, nodes: int) -> None:
-    """Start whichever of munged, slurmctld and slurmrestd is not running, in that order, and leave the others
-    alone: slurmctld's saved state (StateSaveLocation) and the chroot are kept, as a supervisor would."""
+    """Start whichever of slurmctld and slurmrestd is not running, in that order, and leave the others alone:
+    slurmctld's saved state (StateSaveLocation) and the chroot are kept, as a supervisor would."""
+    if procs.running("munged") is not None or (procs.running("slurmctld") is not None and _restart_needed()):
+        # An authentication or address change needs a restart (a reconfigure keeps the old plugin), and the
+        # SlurmUser's uid moves while slurmctld is stopped. munged: a stack from before auth/slurm.
+        log(f"slurm.conf changed in {', '.join(RESTART_KEYS)}: restarting slurmctld and slurmrestd")
+        for name in ("slurmrestd", "slurmctld", "munged"):
+            procs.stop(name)
     missing = [n for n in SLURM_DAEMONS if procs.running(n) is None]
     if not missing:
         log("Slurm already running")
@@ -1093,8 +1134,6 @@ def start_slurm(procs: ProcessTable, nodes: int) -> None:
         return
     conf_changed = _prepare_slurm_root(nodes)
     _mount_slurm_root()
-    if "munged" in missing:
-        _start_munged(procs)
     if "slurmctld" in missing:
         start_slurmctld(procs)
     if "slurmrestd" in missing:
@@ -1105,20 +1144,6 @@ def start_slurm(procs: ProcessTable, nodes: int) -> None:
     if not (STATE / "slurm" / "jwt").is_file():
         _mint_jwt()
     log(f"Slurm up ({', '.join(missing)} started): slurmrestd on 127.0.0.1:{PORTS.slurmrestd}, {nodes} external nodes")
-
-
-def _start_munged(procs: ProcessTable) -> None:
-    root = _slurm_root()
-    (root / "run" / "munge").mkdir(exist_ok=True)
-    socket = root / "run" / "munge" / "munge.socket.2"
-    socket.unlink(missing_ok=True)  # a crashed munged leaves it behind; wait for the new one's
-    _run(["chroot", str(root), "/bin/chown", "munge:munge", "/run/munge"])
-    procs.start(
-        "munged",
-        _chroot("/usr/sbin/munged", "--foreground", "--force", user="munge"),
-        log=STATE / "logs" / "munged.log",
-    )
-    _wait("munged", socket.exists, timeout=20)
 
 
 def _start_slurmrestd(procs: ProcessTable) -> None:
@@ -1247,6 +1272,8 @@ def start_slurmd(procs: ProcessTable, count: int) -> None:
                 ["ip", "link", "set", "lo", "up"],
             ):
                 _run(["ip", "netns", "exec", ns, *cmd])
+        # slurmctld's address (SlurmctldHost) is the real nodes' host address, reached through the host.
+        _run(["ip", "netns", "exec", ns, "ip", "route", "replace", "default", "via", host_ip])
         _netns_file().write_text("\n".join(dict.fromkeys(made)) + "\n")
         hosts = STATE / "slurm" / f"hosts-dyn{i}"
         hosts.write_text(f"127.0.0.1 localhost\n{host_ip} {SLURM_CTL_HOST}\n{node_ip} dyn{i}\n")
@@ -1702,29 +1729,42 @@ def start_workers(procs: ProcessTable) -> None:
     log("bridge worker started (logs: .slinky-dev/logs/bridge-worker.log)")
 
 
-def stack_controller_objects() -> list[dict[str, object]]:
-    """Namespace `slurm`, the Secret with the stack's JWT signing key and Controller `slurm` in external mode
-    (the stack's slurmctld), so a user's NodeSet naming `controllerRef: {name: slurm}` there works at once."""
-    key = (_slurm_root() / "etc" / "slurm" / "jwt_hs256.key").read_bytes()
+def external_controller_objects(namespace: str, name: str = "slurm") -> list[dict[str, object]]:
+    """Secret ``<name>-keys`` (the stack's slurm.key and JWT key) and Controller ``name`` in external mode: the
+    stack's slurmctld, at the address pods on the real nodes reach it by (``slinkyctl`` resolves only on the
+    host). A NodeSet naming ``controllerRef: {name: <name>}`` there gets slurmd pods that join the stack's Slurm."""
+    etc = _slurm_root() / "etc" / "slurm"
+    data = {key: base64.b64encode((etc / file).read_bytes()).decode() for key, file in EXTERNAL_KEYS.items()}
+    secret = f"{name}-keys"
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}},
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "slurm-jwt-key", "namespace": OPERATOR_NAMESPACE},
-            "data": {"jwt.key": base64.b64encode(key).decode()},
-        },
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret, "namespace": namespace}, "data": data},
         {
             "apiVersion": "slinky.slurm.net/v1beta1",
             "kind": "Controller",
-            "metadata": {"name": "slurm", "namespace": OPERATOR_NAMESPACE},
+            "metadata": {"name": name, "namespace": namespace},
             "spec": {
                 "external": True,
-                "externalConfig": {"host": SLURM_CTL_HOST, "port": PORTS.slurmctld},
-                "jwtKeyRef": {"name": "slurm-jwt-key", "key": "jwt.key"},
+                "externalConfig": {"host": real_nodes.HOST_ADDRESS, "port": PORTS.slurmctld},
+                "slurmKeyRef": {"name": secret, "key": "slurm.key"},
+                "jwtKeyRef": {"name": secret, "key": "jwt.key"},
             },
         },
     ]
+
+
+EXTERNAL_KEYS = {"slurm.key": "slurm.key", "jwt.key": "jwt_hs256.key"}
+"""Keys of an external Controller's Secret and the chroot's files under /etc/slurm they hold."""
+
+
+def stack_controller_objects() -> list[dict[str, object]]:
+    """Namespace `slurm` (its pods on the real nodes) and the stack's external Controller `slurm` there, so a
+    user's NodeSet naming `controllerRef: {name: slurm}` works at once."""
+    namespace: dict[str, object] = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": OPERATOR_NAMESPACE, "annotations": real_nodes.namespace_annotations(REAL_NODE_TAINT)},
+    }
+    return [namespace, *external_controller_objects(OPERATOR_NAMESPACE)]
 
 
 def ensure_stack_controller() -> None:
@@ -1808,7 +1848,6 @@ COMPONENTS = (
     "local-volumes",
     "mariadb",
     "node-agent",
-    "munged",
     "slurmctld",
     "slurmrestd",
     "temporal",
@@ -1830,7 +1869,7 @@ def kill(name: str) -> int | None:
 
 
 def up(
-    *, nodes: int = 8, slurmd: int = 0, workers: bool = True, worker_nodes: int = 4, real: int = 2, real_bridge: int = 2
+    *, nodes: int = 8, slurmd: int = 0, workers: bool = True, worker_nodes: int = 4, real: int = 4, real_bridge: int = 2
 ) -> int:
     started = time.monotonic()
     down_before = crashed()
@@ -1843,9 +1882,8 @@ def up(
         procs = ProcessTable(STATE / "pids")
         start_kubernetes(procs)
         install_crds()
-        # The pods' bridge before slurmctld: a Slurm node of a pod that is gone is never pinged through the
-        # default route. The node agent after Slurm: a pod's slurmd needs the chroot mounted and munged up.
-        slurmd_runtime.ensure_bridge()
+        # The real nodes' bridge first: its host address is slurmctld's (SlurmctldHost) and MariaDB's for pods.
+        real_nodes.ensure_bridge()
         start_mariadb(procs)  # after the bridge (it listens on its address), before anything using a database
         start_slurm(procs, nodes)
         start_node_agent(procs, nodes, worker_nodes)
@@ -1927,10 +1965,6 @@ def status(*, quiet: bool = False) -> int:
             healthy = False
         if not quiet:
             print(f"{name:26} {state}")
-    if not quiet:
-        pods, _ = slurmd_runtime.read_state(_slurmd_pods_dir())
-        alive = sum(1 for p in pods.values() if p.alive())
-        print(f"{'slurmd pods':26} {alive} running" + (f", {len(pods) - alive} gone" if len(pods) > alive else ""))
     return 0 if healthy else 1
 
 
@@ -1944,13 +1978,6 @@ def _last_line(path: Path) -> str:
 
 def down() -> int:
     procs = ProcessTable(STATE / "pids")
-    # The node agent first, so that it does not restart the pods' slurmd processes stopped next, while
-    # slurmctld still runs.
-    if procs.stop("node-agent"):
-        log("stopped node-agent")
-    stopped = slurmd_runtime.stop_all(_slurmd_pods_dir())
-    if stopped:
-        log(f"stopped {stopped} slurmd pod process(es) and deleted their namespaces")
     real_nodes.stop(procs, log)
     # Reverse start order: clients before servers.
     extra = [n for n in procs.names() if n not in COMPONENTS]  # workers and anything started later

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import subprocess
 import time
@@ -56,7 +55,7 @@ def ns(kube: Kube, slurm: Slurm) -> Iterator[str]:
     for pod in kube.pods(name):
         kube.delete_pod(name, pod["metadata"]["name"])
     deadline = time.monotonic() + 20
-    while kube.pods(name) and time.monotonic() < deadline:
+    while not all(map(_stopped, kube.pods(name))) and time.monotonic() < deadline:
         time.sleep(0.2)
     kube.strip_finalizers(name)  # the bridge failed to clean up: do not leave the namespace stuck
     for slurm_job in slurm.jobs_of(name):
@@ -64,6 +63,16 @@ def ns(kube: Kube, slurm: Slurm) -> Iterator[str]:
             slurm.cancel(slurm_job["job_id"])
     with contextlib.suppress(ApiException):
         kube.core.delete_namespace(name)
+
+
+def _stopped(pod: dict[str, Any]) -> bool:
+    """A deleted pod that no finalizer holds (the bridge's cleanup is done) and none of whose containers runs
+    (ended, or never started: a deleted pod's are not started). A real kubelet removes the object up to its 10 s
+    status sync later; nothing runs meanwhile (a slurmd pod's preStop has removed its Slurm node)."""
+    meta = pod["metadata"]
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    idle = not any("running" in s.get("state", {}) for s in statuses)
+    return bool(meta.get("deletionTimestamp")) and not meta.get("finalizers") and idle
 
 
 @pytest.fixture
@@ -91,34 +100,16 @@ def cluster(controller_ns: str, operator: Any) -> str:
 
 @pytest.fixture
 def controller_ns(kube: Kube, ns: str) -> Iterator[str]:
-    """`ns` with Secret `slurm-jwt` and Controller `slurm` (external: the stack's slurmctld). Afterwards its
-    NodeSets are deleted first, so the garbage collector takes their pods and no operator makes them again."""
-    from slinky.dev import stack
+    """`ns`, its pods on the real nodes, with Controller `slurm` (external: the stack's slurmctld) and its key
+    Secret. Afterwards its NodeSets are deleted first, so the garbage collector takes their pods and no operator
+    makes them again."""
+    from slinky.dev import real_nodes, stack
 
-    key = (stack.STATE / "slurm" / "root" / "etc" / "slurm" / "jwt_hs256.key").read_bytes()
-    kube.core.create_namespaced_secret(
-        ns,
-        client.V1Secret(
-            metadata=client.V1ObjectMeta(name="slurm-jwt"),
-            data={"jwt.key": base64.b64encode(key).decode()},
-        ),
-    )
-    objects(kube).create_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        ns,
-        "controllers",
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "Controller",
-            "metadata": {"name": "slurm"},
-            "spec": {
-                "external": True,
-                "externalConfig": {"host": stack.SLURM_CTL_HOST, "port": stack.PORTS.slurmctld},
-                "jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"},
-            },
-        },
-    )
+    annotations = real_nodes.namespace_annotations(stack.REAL_NODE_TAINT)
+    kube.core.patch_namespace(ns, {"metadata": {"annotations": annotations}})
+    secret, controller = stack.external_controller_objects(ns)
+    kube.core.create_namespaced_secret(ns, secret)
+    objects(kube).create_namespaced_custom_object(GROUP, VERSION, ns, "controllers", controller)
     yield ns
     for item in objects(kube).list_namespaced_custom_object(GROUP, VERSION, ns, "nodesets")["items"]:
         with contextlib.suppress(ApiException):

@@ -1,10 +1,10 @@
 """Real Slurm batch jobs on NodeSet pods, for the operator's integration tests: a job held until the test
-releases it (a file in the Slurm root's /tmp, which every slurmd pod shares), and readers of Slurm nodes."""
+releases it (SIGUSR1 to its batch script through slurmrestd: the job runs in the slurmd container, whose files
+the test does not share), and readers of Slurm nodes."""
 
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 from slinky.dev import stack
@@ -13,10 +13,6 @@ from tests.integration.operator_fixtures import apply_nodeset, nodeset
 from tests.integration.waiting import eventually
 
 TIME_LIMIT_MINUTES = 10
-
-
-def release_file(tag: str) -> Path:
-    return stack.STATE / "slurm" / "root" / "tmp" / f"release-{tag}"
 
 
 class HeldJob:
@@ -34,7 +30,7 @@ class HeldJob:
             "environment": ["PATH=/usr/bin:/bin"],
             "standard_output": "/dev/null",
         }
-        script = f"#!/bin/sh\nwhile [ ! -e /tmp/release-{self.tag} ]; do sleep 0.2; done\n"
+        script = "#!/bin/sh\nreleased=\ntrap 'released=1' USR1\nwhile [ -z \"$released\" ]; do sleep 0.2; done\n"
         answer = slurm.http.post(f"{REST}/job/submit", headers=slurm._headers(), json={"job": desc, "script": script})
         self.job_id = int(answer.raise_for_status().json()["job_id"])
 
@@ -49,7 +45,13 @@ class HeldJob:
         return eventually(lambda: self.state() == "RUNNING" and self.info(), timeout=timeout, what=f"job {self.job_id}")
 
     def release(self) -> None:
-        release_file(self.tag).touch()
+        """SIGUSR1 to the batch script (`scancel --signal=USR1 --batch`): it exits 0, the job ends COMPLETED."""
+        resp = self.slurm.http.delete(
+            f"{REST}/job/{self.job_id}",
+            params={"signal": "SIGUSR1", "flags": "BATCH_JOB"},
+            headers=self.slurm._headers(),
+        )
+        assert resp.status_code == 200, resp.text
 
     def finished(self, timeout: float = 30) -> dict[str, Any]:
         """The job at its end: a final state, and no COMPLETING flag left (26.05 shows `COMPLETED, COMPLETING`
@@ -61,7 +63,6 @@ class HeldJob:
         )
 
     def cleanup(self) -> None:
-        release_file(self.tag).unlink(missing_ok=True)
         if self.state() in ("RUNNING", "PENDING"):
             self.slurm.cancel(self.job_id)
 

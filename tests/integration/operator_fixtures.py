@@ -11,9 +11,12 @@ from typing import Any
 
 from kubernetes import client
 
+from slinky.dev import stack
 from tests.integration.cluster import Kube
 
 GROUP, VERSION = "slinky.slurm.net", "v1beta1"
+SLURMD_IMAGE = "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04"
+"""Upstream's slurmd image name: the real nodes pull the project's image under it from the stack's registry."""
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -26,7 +29,12 @@ def apply_nodeset(kube: Kube, ns: str, name: str, **spec: Any) -> dict[str, Any]
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "NodeSet",
         "metadata": {"name": name},
-        "spec": {"controllerRef": {"name": "slurm"}, "slurmd": {"image": "slurmd:26.05"}, **spec},
+        "spec": {
+            "controllerRef": {"name": "slurm"},
+            "slurmd": {"image": SLURMD_IMAGE},
+            "extraConf": f"Features={stack.POD_FEATURE}",  # the stack's partition `nodesets`
+            **spec,
+        },
     }
     return dict(objects(kube).create_namespaced_custom_object(GROUP, VERSION, ns, "nodesets", body))
 

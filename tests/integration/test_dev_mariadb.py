@@ -41,9 +41,9 @@ def sql(dev_env: dict[str, str], statements: str) -> str:
 
 
 def test_env_file_names_mariadb_and_its_password_file_is_private(dev_env: dict[str, str]) -> None:
-    from slinky.dev import slurmd_spec
+    from slinky.dev import real_nodes
 
-    assert dev_env["SLINKY_DEV_MARIADB_HOST"] == slurmd_spec.BRIDGE_ADDRESS
+    assert dev_env["SLINKY_DEV_MARIADB_HOST"] == real_nodes.HOST_ADDRESS
     assert int(dev_env["SLINKY_DEV_MARIADB_PORT"]) > 0
     password_file = Path(dev_env["SLINKY_DEV_MARIADB_PASSWORD_FILE"])
     assert password_file.is_absolute() and password_file.stat().st_mode & 0o777 == 0o600

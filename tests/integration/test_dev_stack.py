@@ -52,7 +52,7 @@ def slurm(dev_env: dict[str, str], token: str | None = None) -> httpx.Client:
 def test_kubernetes_nodes_are_ready_and_match_slurm_external_nodes(
     dev_env: dict[str, str], core: client.CoreV1Api
 ) -> None:
-    # The worker nodes (for NodeSet pods) and the Slurm clusters' real nodes are not bridged into Slurm; every other
+    # The simulated worker nodes and the Slurm clusters' real nodes are not bridged into Slurm; every other
     # node is: the simulated ones in the bridge's partition, the bridge's real nodes in partition real-nodes.
     bridged = core.list_node(label_selector=f"sim.slinky.slurm.net/pool!=workers,{real_nodes.REAL_KEY}!=true").items
     nodes = {n.metadata.name: n for n in bridged}
@@ -248,7 +248,7 @@ def test_up_restarts_exactly_what_crashed_and_keeps_slurms_saved_jobs(dev_env: d
         job_id = rest.post("/slurm/v0.0.44/job/submit", json={"job": desc}).raise_for_status().json()["job_id"]
     try:
         time.sleep(7)  # slurmctld saves job state every few seconds (slurm.md §9: kept from 6 s on)
-        for crashed, kept in (("slurmctld", ("munged", "slurmrestd")), ("slurmrestd", ("munged", "slurmctld"))):
+        for crashed, kept in (("slurmctld", ("slurmrestd", "mariadb")), ("slurmrestd", ("slurmctld", "mariadb"))):
             before = _pids(*kept)
             assert stack.kill(crashed) is not None
             status = subprocess.run(

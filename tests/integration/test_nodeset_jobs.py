@@ -15,8 +15,10 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from slinky import wellknown
+from slinky.dev import real_nodes, stack
 from slinky.operator.models import ScaleInResult, ScaleInStatus
 from tests.integration.cluster import Kube, Slurm, Temporal, condition
+from tests.integration.devstack import kubectl
 from tests.integration.nodeset_jobs import HeldJob, all_idle, live_pods, nodeset_up, pod_names, slurm_node
 from tests.integration.operator_fixtures import apply_nodeset, nodeset, objects, patch_template, scale
 from tests.integration.waiting import eventually
@@ -249,14 +251,12 @@ def test_deleting_a_nodeset_leaves_no_ghost_nodes_in_slurm(kube: Kube, slurm: Sl
 
 
 def test_daemonset_mode_follows_the_nodes_that_match(kube: Kube, slurm: Slurm, cluster: str) -> None:
-    """One pod per matching worker node, named after it; a node that starts to match gets one, a node that stops
-    matching has its pod drained and deleted (the dev stack's worker nodes are fixed, so they come and go by
+    """One pod per matching real node, named after it; a node that starts to match gets one, a node that stops
+    matching has its pod drained and deleted (the dev stack's real nodes are fixed, so they come and go by
     label)."""
     ns, name = cluster, fresh_name()
     label = f"example.com/{name}"
-    workers = sorted(
-        n.metadata.name for n in kube.core.list_node().items if n.metadata.name.startswith("slinky-worker-")
-    )
+    workers = sorted(n.metadata.name for n in kube.core.list_node(label_selector=real_nodes.NODE_LABEL).items)
     assert len(workers) >= 3, workers
 
     def set_label(node: str, value: str | None) -> None:
@@ -268,7 +268,11 @@ def test_daemonset_mode_follows_the_nodes_that_match(kube: Kube, slurm: Slurm, c
     try:
         for node in workers[:2]:
             set_label(node, "yes")
-        apply_nodeset(kube, ns, name, scalingMode="DaemonSet", template={"spec": {"nodeSelector": {label: "yes"}}})
+        # The real nodes' taint tolerated in the template itself: the operator, as a DaemonSet controller, places
+        # pods by the template (the namespace's default toleration is added to pods only when they are created).
+        toleration = {"key": stack.REAL_NODE_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
+        template = {"spec": {"nodeSelector": {label: "yes"}, "tolerations": [toleration]}}
+        apply_nodeset(kube, ns, name, scalingMode="DaemonSet", template=template)
         eventually(lambda: placement() == {w: w for w in workers[:2]}, 60, "a pod on each labelled node")
         eventually(lambda: all_idle(slurm, workers[:2]), 30, "their Slurm nodes, named after the nodes, IDLE")
         assert sorted(pod_names(kube, ns)) == sorted(f"{name}-{w}" for w in workers[:2])
@@ -285,14 +289,12 @@ def test_daemonset_mode_follows_the_nodes_that_match(kube: Kube, slurm: Slurm, c
             set_label(node, None)
 
 
-def test_scale_out_from_zero_to_four_then_a_failed_pod_is_made_again(kube: Kube, slurm: Slurm, cluster: str) -> None:
-    """0 -> 4 with real slurmd registering; then one slurmd dies under `restartPolicy: Never`: the pod is Failed,
-    the operator deletes it and makes it again under the same name (a new pod, the same Slurm node name)."""
-    import os
-    import signal
-
-    from slinky.dev import slurmd_runtime, stack
-
+def test_scale_out_from_zero_to_four_then_a_failed_pod_is_made_again(
+    kube: Kube, slurm: Slurm, cluster: str, dev_env: dict[str, str]
+) -> None:
+    """0 -> 4 with real slurmd registering (one pod on each real node); then one slurmd is killed under
+    `restartPolicy: Never`: the pod is Failed, the operator deletes it and makes it again under the same name (a
+    new pod, the same Slurm node name)."""
     ns, name = cluster, fresh_name()
     apply_nodeset(kube, ns, name, replicas=0, template={"spec": {"restartPolicy": "Never"}})
     eventually(lambda: nodeset(kube, ns, name).get("status", {}).get("nodeSetHash"), 20, "reconciled at 0")
@@ -302,8 +304,8 @@ def test_scale_out_from_zero_to_four_then_a_failed_pod_is_made_again(kube: Kube,
     eventually(lambda: nodeset(kube, ns, name).get("status", {}).get("readyReplicas") == 4, 20, "4 Ready")
 
     victim = kube.pod(ns, names[1]) or {}
-    record = slurmd_runtime.read_state(stack.STATE / "slurmd-pods")[0][victim["metadata"]["uid"]]
-    os.kill(record.pid, signal.SIGKILL)
+    kill = "kill -9 $(cat /run/slurmd-$(hostname).pid)"  # SlurmdPidFile of the stack's slurm.conf
+    kubectl(dev_env, "exec", "-n", ns, names[1], "--", "sh", "-c", kill, check=False)
     eventually(
         lambda: (
             (p := kube.pod(ns, names[1])) is not None

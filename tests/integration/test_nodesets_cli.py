@@ -20,7 +20,16 @@ import pytest
 
 from slinky.dev import stack
 from tests.integration.cluster import REST, Kube, Slurm, number, state
-from tests.integration.operator_fixtures import GROUP, VERSION, apply_nodeset, nodeset, objects, scale, wait_for
+from tests.integration.operator_fixtures import (
+    GROUP,
+    SLURMD_IMAGE,
+    VERSION,
+    apply_nodeset,
+    nodeset,
+    objects,
+    scale,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +115,7 @@ def test_list_show_and_the_scale_in_of_a_nodeset(kube: Kube, cluster: str, dev_e
         assert line.split()[2:4] == ["2/2", "2"], line  # REPLICAS ready/desired, UPDATED
 
         detail = slinky_json(dev_env, "show", name, "-n", ns)
-        assert detail["controller"] == "slurm" and detail["image"] == "slurmd:26.05"
+        assert detail["controller"] == "slurm" and detail["image"] == SLURMD_IMAGE
         pods = [(p["name"], p["slurmNode"]) for p in detail["pods"]]
         assert pods == [(f"{name}-0", f"{name}-0"), (f"{name}-1", f"{name}-1")]
         conditions = {c["type"]: c["status"] for c in detail["conditions"]}

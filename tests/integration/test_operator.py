@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.cluster import Kube
-from tests.integration.operator_fixtures import apply_nodeset, condition, nodeset, scale, wait_for
+from tests.integration.operator_fixtures import SLURMD_IMAGE, apply_nodeset, condition, nodeset, scale, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +21,7 @@ def pod_names(kube: Kube, ns: str) -> list[str]:
 
 def test_scale_out_then_in_keeps_the_lowest_ordinals(kube: Kube, cluster: str) -> None:
     ns = cluster
-    apply_nodeset(kube, ns, "cpu", replicas=3, ordinalPadding=2, slurmd={"image": "slurmd:26.05"})
+    apply_nodeset(kube, ns, "cpu", replicas=3, ordinalPadding=2, slurmd={"image": SLURMD_IMAGE})
     wait_for(lambda: pod_names(kube, ns) == ["cpu-00", "cpu-01", "cpu-02"], what="three pods")
     status = wait_for(
         lambda: (s := nodeset(kube, ns, "cpu").get("status", {})).get("replicas") == 3 and s, what="status"
@@ -68,10 +68,10 @@ def test_bad_input_is_a_condition_and_an_event_and_others_go_on(
 
 def test_missing_jwt_key_secret_is_reported(kube: Kube, cluster: str) -> None:
     ns = cluster
-    kube.core.delete_namespaced_secret("slurm-jwt", ns)
+    kube.core.delete_namespaced_secret("slurm-keys", ns)
     apply_nodeset(kube, ns, "nokey", replicas=1)
     cond = wait_for(lambda: condition(nodeset(kube, ns, "nokey"), "ControllerReady"), timeout=20, what="condition")
-    assert cond["reason"] == "JwtKeySecretNotFound" and "slurm-jwt" in cond["message"]
+    assert cond["reason"] == "JwtKeySecretNotFound" and "slurm-keys" in cond["message"]
 
 
 def test_an_unreachable_slurmrestd_is_reported_and_other_controllers_go_on(kube: Kube, cluster: str) -> None:

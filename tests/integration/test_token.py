@@ -35,7 +35,7 @@ def apply_token(kube: Kube, ns: str, name: str, **spec: Any) -> dict[str, Any]:
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Token",
         "metadata": {"name": name},
-        "spec": {"jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"}, "username": "slurm", **spec},
+        "spec": {"jwtKeyRef": {"name": "slurm-keys", "key": "jwt.key"}, "username": "slurm", **spec},
     }
     return dict(objects(kube).create_namespaced_custom_object(GROUP, VERSION, ns, "tokens", body))
 
@@ -87,7 +87,7 @@ def test_the_secret_holds_a_jwt_of_the_key_that_slurmrestd_accepts_and_is_remade
     kube: Kube, cluster: str, dev_env: dict[str, str]
 ) -> None:
     ns = cluster
-    key = base64.b64decode(secret(kube, ns, "slurm-jwt")["data"]["jwt.key"])  # type: ignore[index]
+    key = base64.b64decode(secret(kube, ns, "slurm-keys")["data"]["jwt.key"])  # type: ignore[index]
     created = apply_token(kube, ns, "api")
     token = wait_for(lambda: jwt_in(kube, ns, "api-jwt-slurm"), what="the token Secret")
     claims = jwt.claims_of(token, key)
@@ -156,7 +156,7 @@ def test_a_rotated_key_remints_at_once(kube: Kube, cluster: str) -> None:
 
 def test_refresh_false_writes_an_immutable_secret_once(kube: Kube, cluster: str) -> None:
     ns = cluster
-    key = base64.b64decode(secret(kube, ns, "slurm-jwt")["data"]["jwt.key"])  # type: ignore[index]
+    key = base64.b64decode(secret(kube, ns, "slurm-keys")["data"]["jwt.key"])  # type: ignore[index]
     apply_token(kube, ns, "once", lifetime="2s", refresh=False, secretRef={"name": "once-token", "key": "jwt"})
     token = wait_for(lambda: jwt_in(kube, ns, "once-token", "jwt"), what="the Secret")
     made = secret(kube, ns, "once-token")
@@ -180,7 +180,7 @@ def test_bad_input_is_a_condition_and_an_event_and_a_good_token_still_works(kube
         ns, client.V1Secret(metadata=client.V1ObjectMeta(name="taken-jwt-slurm"), data=theirs["data"])
     )
     apply_token(kube, ns, "nokey", jwtKeyRef={"name": "absent", "key": "jwt.key"})
-    apply_token(kube, ns, "nofield", jwtKeyRef={"name": "slurm-jwt", "key": "other.key"})
+    apply_token(kube, ns, "nofield", jwtKeyRef={"name": "slurm-keys", "key": "other.key"})
     apply_token(kube, ns, "badlife", lifetime="soon")
     apply_token(kube, ns, "taken")
     apply_token(kube, ns, "caps", username="Alice")  # caps-jwt-Alice is not a valid Secret name

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slinky.dev import slurmd_spec, stack
+from slinky.dev import real_nodes, stack
 from slinky.dev import webhook as dev_webhook
 
 
@@ -18,7 +18,7 @@ def argv(*, snapshot_isolation_off: bool) -> list[str]:
         Path("/s/mariadb/mariadbd.sock"),
         Path("/s/mariadb/mariadbd.pid"),
         port=13306,
-        bind="127.0.0.1,10.226.28.1",
+        bind="127.0.0.1,10.226.24.1",
         snapshot_isolation_off=snapshot_isolation_off,
     )
 
@@ -30,7 +30,7 @@ def test_mariadbd_argv_reads_no_option_file_and_uses_our_paths() -> None:
     assert "--socket=/s/mariadb/mariadbd.sock" in got
     assert "--pid-file=/s/mariadb/mariadbd.pid" in got
     assert "--port=13306" in got
-    assert "--bind-address=127.0.0.1,10.226.28.1" in got
+    assert "--bind-address=127.0.0.1,10.226.24.1" in got
     assert "--user=root" in got and "--skip-name-resolve" in got
     assert not any("snapshot" in a for a in got)
 
@@ -40,7 +40,7 @@ def test_mariadbd_argv_turns_snapshot_isolation_off_only_when_asked() -> None:
 
 
 def test_bind_address_is_loopback_and_the_pods_bridge() -> None:
-    assert stack.mariadb_bind_address().split(",") == ["127.0.0.1", slurmd_spec.BRIDGE_ADDRESS]
+    assert stack.mariadb_bind_address().split(",") == ["127.0.0.1", real_nodes.HOST_ADDRESS]
 
 
 def test_install_db_argv() -> None:
@@ -68,7 +68,7 @@ def test_user_sql_refuses_what_would_need_quoting(user: str, password: str) -> N
 def test_env_values_hold_the_mariadb_keys() -> None:
     env = stack.mariadb_env_values(Path("/s"))
     assert env == {
-        "SLINKY_DEV_MARIADB_HOST": slurmd_spec.BRIDGE_ADDRESS,
+        "SLINKY_DEV_MARIADB_HOST": real_nodes.HOST_ADDRESS,
         "SLINKY_DEV_MARIADB_PORT": str(stack.PORTS.mariadb),
         "SLINKY_DEV_MARIADB_USER": "slinky",
         "SLINKY_DEV_MARIADB_PASSWORD_FILE": "/s/mariadb/password",
@@ -126,7 +126,7 @@ def test_services_held_removes_its_policy_when_the_install_fails(
 
 def test_mariadb_is_a_component_started_before_the_slurm_daemons() -> None:
     order = list(stack.COMPONENTS)
-    assert order.index("mariadb") < order.index("munged") < order.index("slurmctld")
+    assert order.index("mariadb") < order.index("slurmctld")
 
 
 def test_first_mariadb_error_is_the_cause_not_the_final_abort() -> None:

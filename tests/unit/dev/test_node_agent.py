@@ -223,7 +223,7 @@ def test_cli_parses_labels_and_defaults() -> None:
 
 
 class TestWorkerNodes:
-    def test_cli_defaults_to_no_worker_nodes_and_no_real_slurmd(self) -> None:
+    def test_cli_defaults_to_no_worker_nodes(self) -> None:
         args = na.parse_args(["--kubeconfig", "k", "--nodes", "2"])
         assert (args.worker_nodes, args.worker_prefix, args.worker_cpu, args.worker_memory) == (
             0,
@@ -231,9 +231,9 @@ class TestWorkerNodes:
             "4",
             "8Gi",
         )
-        assert args.slurm_root is None
 
-    def test_slurm_root_needs_its_state_and_log_dirs(self) -> None:
+    def test_no_pod_runs_a_process_here_any_more(self) -> None:
+        """Daemon pods run as containers on the real nodes: the agent has no option to run them."""
         with pytest.raises(SystemExit):
             na.parse_args(["--kubeconfig", "k", "--nodes", "1", "--slurm-root", "/r"])
 
