@@ -1,20 +1,25 @@
 """Managed-cluster benchmark: a Slurm cluster made from custom resources vs the same daemons started by hand, one run.
 
-Needs the local stack (``slinky dev up``: its node agent runs daemon pods as real slurmctld, slurmrestd and slurmd).
-The run makes a Kubernetes namespace of its own and runs its own operator (``python -m workers.operator``, scoped
+Needs the local stack (``slinky dev up``) with its real Kubernetes nodes ``slinky-real-1..4`` (kubelet and
+containerd on this host, pulling the project's Slurm images under upstream's names from the stack's registry).
+The run makes a Kubernetes namespace of its own, annotated so that its pods go to the real nodes
+(``slinky.dev.real_nodes.namespace_annotations``), runs its own operator (``python -m workers.operator``, scoped
 to that namespace, its own task queue), and measures:
 
 1. **apply -> first job RUNNING.** ``kubectl apply`` of two key Secrets, a Controller, a RestApi and a NodeSet of
-   one replica (in that order, as tests/integration/test_managed_cluster.py); as soon as ``scontrol ping`` inside
-   pod ``slurm-controller-0`` says UP, ``sbatch -N1 --wrap "sleep 1"`` (output to /dev/null) from inside it, then
-   ``scontrol show job`` from inside until the job runs. The pods' milestones are reported too. **By hand**, the
-   baseline: the ConfigMap ``slurm-config`` the operator rendered, the same keys, the same daemon arguments, user,
-   chroot and volume layout as the pods, but no Kubernetes and no operator: slurmctld, then (once it answers) one
-   ``slurmd -Z``, each in a network namespace of its own (``slinky-bench-<run>-ctld`` and ``-node``, joined by a
-   veth pair, 198.18.0.0/24), the same submit and the same poll.
+   one replica (in that order, as tests/integration/test_managed_cluster.py, with upstream's image names
+   ``ghcr.io/slinkyproject/{slurmctld,slurmrestd,slurmd}:26.05-ubuntu26.04``); as soon as ``scontrol ping``
+   inside the container of pod ``slurm-controller-0`` says UP, ``sbatch -N1 --wrap "sleep 1"`` (from /tmp,
+   output to /dev/null) from inside it, then ``scontrol show job`` from inside until the job runs. The pods'
+   milestones are reported too. **By hand**, the baseline (bench/by_hand.py): the ConfigMap ``slurm-config``
+   the operator rendered, the same keys, and the pods' own containers for each daemon's entry point, arguments,
+   environment, user and volume layout, but no Kubernetes, no operator and no container runtime: slurmctld,
+   then (once it answers) one ``slurmd -Z``, each from the stack's Slurm chroot (the images are built from it)
+   in a network namespace of its own (``slinky-bench-<run>-ctld`` and ``-node``, joined by a veth pair,
+   198.18.0.0/24), the same submit and the same poll.
 2. **config change -> new config running.** ``extraConf`` patched with a new ``MaxJobCount`` each time, until the
    Controller's ``ConfigValid`` is ``Applied`` naming the new hash and ``scontrol show config`` inside the (new)
-   slurmctld pod shows the value; with the default restart mode (a new pod), then with ``spec.inplaceReconfigure:
+   slurmctld container shows the value; with the default restart mode (a new pod), then with ``spec.inplaceReconfigure:
    true`` (``scontrol reconfigure`` through slurmrestd, no new pod). The ControllerReconfigure workflow's end is
    reported apart: ``applied`` (verified; its time is reported too) or ``rolled-back`` (counted, not timed). By
    hand: the new slurm.conf written, then slurmctld restarted (SIGTERM, started again) or ``scontrol
@@ -24,13 +29,19 @@ to that namespace, its own task queue), and measures:
    ``slurm-restapi``, a JWT minted from the Controller's key) until ``responding: true``. By hand: SIGTERM to
    slurmctld, started again on the same state directory, until ``scontrol ping`` inside says UP.
 
-Commands inside a slurmctld (the pod's or ours) run as ``slinky dev exec`` runs them (nsenter + chroot), once its
-process is slurmctld; a command that may hang (a name that does not resolve yet, a slurmctld that is not there) is
-started again every 0.1 s, several at once, so that one hanging never hides the next that would answer.
+Commands inside a slurmctld (the container's or ours) run as ``kubectl exec`` runs them in the controller's
+container (its namespaces and root, its user ``slurm``, uid 401), but entered from this host with ``nsenter``
+into the slurmctld process: the real nodes' containerd runs the containers here, and the process is found by
+its name and its pod's cgroup (``pod<uid>``). Not ``kubectl exec`` itself: it takes ~0.13 s a command (kubectl's
+start, the API server, the kubelet's stream) against ~0.01 s, which would be added to every poll of the
+managed side only; both sides are polled the same way. A command that may hang (a name that does not resolve
+yet, a slurmctld that is not there) is started again every 0.1 s, several at once, so that one hanging never
+hides the next that would answer.
 
 Everything it started is stopped at the end, also on an error, Ctrl-C or SIGTERM: its daemons by PID, its network
-namespaces (and mount points it made in the rootfs), its custom resources (the NodeSet scaled to 0 first, then the
-Controller), the operator by PID, workflows of the run's namespace still running, the namespace. Usage::
+namespaces (and mount points it made in the chroot), its custom resources (the NodeSet scaled to 0 first: its
+pod's preStop removes its Slurm node; then the Controller), the operator by PID, workflows of the run's namespace
+still running, the namespace. Usage::
 
     .venv/bin/python -m bench.cluster                         # 10 config changes per mode, 5 pod deletions
     .venv/bin/python -m bench.cluster --quick --json out.json # 2 and 1: a smoke run
@@ -49,12 +60,13 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +77,12 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.by_hand import HOST_ENV, IMAGE_PATH, NETNS_PREFIX, ByHand, bench_namespaces  # noqa: E402
 from bench.common import Observer, run_cancellable  # noqa: E402
 from slinky.clients.errors import KubeError, KubeNotFound  # noqa: E402
 from slinky.clients.kube import KubeClient  # noqa: E402
 from slinky.clients.slurm import jwt  # noqa: E402
-from slinky.dev import daemons, slurmd_runtime, stack  # noqa: E402
-from slinky.dev import slurmd_spec as spec  # noqa: E402
+from slinky.dev import real_nodes, stack  # noqa: E402
 from slinky.dev.procs import start_time  # noqa: E402
 from slinky.operator.cluster_objects import ANNOTATION_SLURM_CONFIG_HASH  # noqa: E402
 from slinky.operator.reconfigure import workflow_id as reconfigure_workflow_id  # noqa: E402
@@ -85,12 +97,15 @@ NODE_POD = f"{NODESET}-0"
 CONFIG_MAP = f"{CONTROLLER}-config"
 RESTAPI_SERVICE = f"{CONTROLLER}-restapi"
 EXTRA_CONF = "SchedulerParameters=batch_sched_delay=0,sched_interval=1"
-JOB = ["sbatch", "--parsable", "-N1", "-o", "/dev/null", "--wrap", "sleep 1"]
-"""The first job; its output goes nowhere (from ``/`` in the pod it would land in the shared rootfs's ``/``)."""
+JOB = ["sbatch", "--parsable", "--chdir=/tmp", "-N1", "-o", "/dev/null", "--wrap", "sleep 1"]
+"""The first job, run as the submitting user ``slurm``: from /tmp (``/`` is root's), its output nowhere."""
+SLURM_UID = 401
+"""The controller container's ``runAsUser`` (upstream's images' SlurmUser), the user commands inside run as; the
+stack's chroot has its ``slurm`` at the same uid."""
 RAN = frozenset({"RUNNING", "COMPLETING", "COMPLETED"})
 ENDED_BADLY = frozenset({"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE"})
 POLL = 0.05
-"""Seconds between two polls (each ``scontrol`` inside a pod takes ~20-50 ms more)."""
+"""Seconds between two polls (each ``scontrol`` inside a slurmctld takes ~10-50 ms more)."""
 RACE_PARALLEL = 8
 """Slurm commands that may hang (``race``) at once."""
 BY_HAND_PAUSE = 1.0
@@ -98,15 +113,12 @@ BY_HAND_PAUSE = 1.0
 the RPC threads it had just begun (``agent_fini: left 3 agent threads active``); the operator's rounds are seconds
 apart anyway."""
 
-NETNS_PREFIX = "slinky-bench-"
-"""The by-hand daemons' network namespaces: ``slinky-bench-<run>-ctld`` and ``-node`` (the agent's are
-``slinky-pod-<slot>``)."""
-BENCH_PREFIX_LEN = 24
-CTLD_ADDRESS = "198.18.0.1"
-NODE_ADDRESS = "198.18.0.2"
-"""RFC 2544's benchmarking range: the two namespaces are joined to each other only, never to the host."""
-
 _START = time.monotonic()
+
+
+def image(name: str) -> str:
+    """Upstream's image name: the real nodes pull the project's image under it from the stack's registry."""
+    return f"ghcr.io/slinkyproject/{name}:26.05-ubuntu26.04"
 
 
 def log(message: str) -> None:
@@ -143,6 +155,13 @@ class Ran:
     err: str
 
 
+def kill_group(pid: int) -> None:
+    """SIGKILL a command started in a session of its own, and what it started: ``nsenter --pid`` runs the command
+    as its child, in the target's PID namespace but in the same process group."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
 async def run_argv(argv: Sequence[str], timeout: float) -> Ran | None:
     """Run a command; None when it did not end within ``timeout`` (then it is killed)."""
     proc = await asyncio.create_subprocess_exec(
@@ -150,39 +169,69 @@ async def run_argv(argv: Sequence[str], timeout: float) -> Ran | None:
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=slurmd_runtime.HOST_ENV,
+        env=HOST_ENV,
         start_new_session=True,
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
+        kill_group(proc.pid)
         await proc.wait()
         return None
     except asyncio.CancelledError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
+        kill_group(proc.pid)
         raise
     return Ran(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
-def inside_argv(root: Path, pid: int, command: Sequence[str]) -> list[str]:
-    """A command in the namespaces of process ``pid``, chrooted into the Slurm rootfs: what ``slinky dev exec``
-    runs for a pod (``slurmd_runtime.exec_argv``), for a process of ours."""
+def inside_argv(pid: int, command: Sequence[str]) -> list[str]:
+    """``command`` as ``kubectl exec`` runs it in the controller's container, in the namespaces and root of process
+    ``pid`` (a container's slurmctld: the container's root; ours: the chroot): as the container's user, a clean
+    environment with the images' PATH, from /tmp."""
     return [
-        *("nsenter", "--target", str(pid), "--net", "--mount", "--uts", "--"),
-        *("chroot", str(root), "/usr/bin/env", "-i", slurmd_runtime.CHROOT_PATH, "HOME=/root", "TERM=dumb"),
+        *("nsenter", "--target", str(pid), "--mount", "--net", "--uts", "--ipc", "--pid", "--root"),
+        *("--setuid", str(SLURM_UID), "--setgid", str(SLURM_UID), "--"),
+        *("/usr/bin/env", "-i", "-C", "/tmp", f"PATH={IMAGE_PATH}", "HOME=/nonexistent"),
         *command,
     ]
 
 
+@dataclasses.dataclass(frozen=True)
+class Proc:
+    """One process for good: its PID and start time."""
+
+    pid: int
+    starttime: str
+
+    def alive(self) -> bool:
+        return start_time(self.pid) == self.starttime
+
+
+def pod_process(pod_uid: str, name: str) -> Proc | None:
+    """The process ``name`` (``is_daemon``) of a container of pod ``pod_uid`` on a real node: the nodes' containerd
+    runs containers on this host, each in a cgroup under ``.../pod<uid>/<container id>``."""
+    marker = f"/pod{pod_uid}/"
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if marker not in (entry / "cgroup").read_text() or not is_daemon(int(entry.name), name):
+                continue
+            started = start_time(int(entry.name))
+            if started is not None:
+                return Proc(int(entry.name), started)
+    return None
+
+
 def is_daemon(pid: int, name: str) -> bool:
-    """Whether process ``pid`` has become ``name`` (it starts as ``ip netns exec``, then its mount script)."""
+    """Whether process ``pid`` has become ``name`` (ours starts as ``ip netns exec``, then its mount script and its
+    entry point; a container's as its entry point): its ``argv[0]``, not its ``comm``, which a reconfigure changes
+    (slurmctld executes itself again in place, as ``/proc/self/exe``: ``slurmctld-wlm``, Debian's binary)."""
     try:
-        return Path(f"/proc/{pid}/comm").read_text().strip() == name[:15]
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
     except OSError:
         return False
+    return os.path.basename(argv0.decode(errors="replace")) == name
 
 
 Inside = Callable[[Sequence[str], float], Awaitable[Ran | None]]
@@ -287,252 +336,6 @@ async def first_job(inside: Inside, started: float, on_answer: Callable[[], Awai
     }
 
 
-# ------------------------------------------------------------------------------------------- by hand
-def dns_forms(name: str, namespace: str) -> list[str]:
-    return [f"{name}.{namespace}.svc.cluster.local", f"{name}.{namespace}.svc", f"{name}.{namespace}", name]
-
-
-def container_of(pod: Obj, name: str) -> Obj:
-    return next(dict(c) for c in pod["spec"]["containers"] if c.get("name") == name)
-
-
-def volume_mode(pod: Obj, volume: str, default: int) -> int:
-    for v in pod["spec"].get("volumes") or []:
-        if v.get("name") == volume:
-            source = v.get("projected") or v.get("secret") or v.get("configMap") or {}
-            return int(source.get("defaultMode", default))
-    return default
-
-
-@dataclasses.dataclass
-class Daemon:
-    """One daemon of ours: how to start it (again) and the process when it runs."""
-
-    name: str
-    netns: str
-    hostname: str
-    user: str
-    owner: tuple[int, int]
-    binds: list[daemons.Bind]
-    argv: list[str]
-    env: dict[str, str]
-    log: Path
-    proc: subprocess.Popen[bytes] | None = None
-    starttime: str = ""
-
-
-class ByHand:
-    """slurmctld and one ``slurmd -Z`` started by hand, as the node agent starts the pods' daemons (``ip netns exec``,
-    ``unshare --mount --uts``, bind mounts, ``chroot``; ``slinky.dev.slurmd_runtime``), in network namespaces of
-    their own. Blocking calls: run them in a thread."""
-
-    def __init__(self, run: str, root: Path, work: Path, log_dir: Path) -> None:
-        self.root, self.work, self.log_dir = root, work, log_dir
-        self.run = run
-        self.ctld_netns = f"{NETNS_PREFIX}{run}-ctld"
-        self.node_netns = f"{NETNS_PREFIX}{run}-node"
-        self.made_netns: list[str] = []
-        self.made_targets: list[Path] = []
-        """Mount points that did not exist in the rootfs and that the mount scripts create: removed at the end."""
-        self.ctld: Daemon | None = None
-        self.node: Daemon | None = None
-        self.conf_dir: Path | None = None
-        self.base_conf = ""
-        """slurm.conf as the operator rendered it (the by-hand config changes append to this)."""
-
-    # ------------------------------------------------------------------------------- set-up
-    def _ids(self, user: str) -> tuple[int, int]:
-        return slurmd_runtime.chroot_ids(self.root, user)
-
-    def _dir(self, path: Path, owner: tuple[int, int]) -> Path:
-        path.mkdir(parents=True, exist_ok=True)
-        os.chown(path, *owner)
-        return path
-
-    def _files(self, directory: Path, files: Mapping[str, str], owner: tuple[int, int], mode: int) -> Path:
-        self._dir(directory, (0, 0))
-        for name, text in files.items():
-            path = directory / name
-            path.write_text(text)
-            os.chown(path, *owner)
-            os.chmod(path, mode)
-        return directory
-
-    def _target(self, path: str) -> str:
-        target = daemons.under(str(self.root), path)
-        if not os.path.lexists(target):
-            self.made_targets.append(Path(target))
-        return target
-
-    def _daemon(self, name: str, netns: str, pod: Obj, container_name: str, volumes: Mapping[str, Path]) -> Daemon:
-        """The daemon of ``pod``'s container ``container_name``: its user, file owner, argv and env as the agent
-        derives them; the agent's base binds (/etc/hosts, /var/spool/slurmd, /run, /var/log/slurm), then the
-        container's volumeMounts onto ``volumes`` (by volume name)."""
-        daemon = daemons.DAEMONS[container_name]
-        container = container_of(pod, container_name)
-        user = daemons.run_user(daemon, pod, container)
-        owner = self._ids(daemons.file_owner(daemon, user))
-        base = self.work / name
-        binds = [
-            daemons.Bind(str(self.work / "hosts"), self._target("/etc/hosts")),
-            daemons.Bind(str(self._dir(base / "spool", owner)), self._target("/var/spool/slurmd")),
-            daemons.Bind(str(self._dir(base / "run", owner)), self._target("/run"), recursive=True),
-            daemons.Bind(str(self._dir(base / "log", owner)), self._target("/var/log/slurm")),
-        ]
-        mounts = sorted(container.get("volumeMounts") or [], key=lambda m: (m["mountPath"].count("/"), m["mountPath"]))
-        for mount in mounts:
-            source = volumes.get(mount["name"]) or self._dir(base / "volumes" / mount["name"], owner)
-            binds.append(daemons.Bind(str(source), self._target(mount["mountPath"])))
-        if container_name == spec.CONTAINER_NAME:
-            argv = daemons.argv(daemon, container, spec.slurmd_args(container, NODE_ADDRESS))
-        else:
-            argv = daemons.argv(daemon, container)
-        env = {**spec.literal_env(container), **daemon.env}
-        hostname = str(pod["spec"].get("hostname") or pod["metadata"]["name"])
-        log = self.log_dir / f"{self.run}-{name}.log"
-        return Daemon(name, netns, hostname, user, owner, binds, argv, env, log)
-
-    def prepare(self, namespace: str, files: Mapping[str, str], keys: Mapping[str, str], ctld: Obj, node: Obj) -> None:
-        """Network namespaces, /etc/hosts, config files and keys; the two daemons' launches. ``files``: the
-        ConfigMap's (slurm.conf, cgroup.conf); ``keys``: slurm.key and jwt.key; ``ctld``, ``node``: the operator's
-        pods, whose containers give each daemon's arguments, user and mounts."""
-        self.work.mkdir(parents=True, exist_ok=True)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._network()
-        ctld_name = f"{ctld['spec']['hostname']}.{ctld['spec']['subdomain']}"
-        node_name = f"{node['spec']['hostname']}.{node['spec']['subdomain']}"
-        controller_names = [
-            *dns_forms(ctld_name, namespace),
-            str(ctld["spec"]["hostname"]),
-            *dns_forms(f"{CONTROLLER}-controller", namespace),
-            *dns_forms(str(ctld["spec"]["subdomain"]), namespace),
-        ]
-        node_names = [*dns_forms(node_name, namespace), str(node["spec"]["hostname"])]
-        (self.work / "hosts").write_text(
-            f"127.0.0.1 localhost\n{CTLD_ADDRESS} {' '.join(controller_names)}\n{NODE_ADDRESS} {' '.join(node_names)}\n"
-        )
-        slurm = self._ids("slurm")
-        self.base_conf = files["slurm.conf"]
-        self.conf_dir = self._files(
-            self.work / "ctld-etc", {**files, **keys}, slurm, volume_mode(ctld, "slurm-etc", 0o644)
-        )
-        node_etc = self._files(
-            self.work / "node-etc", {"slurm.key": keys["slurm.key"]}, (0, 0), volume_mode(node, "slurm-etc", 0o600)
-        )
-        self.ctld = self._daemon("slurmctld", self.ctld_netns, ctld, "slurmctld", {"slurm-etc": self.conf_dir})
-        self.node = self._daemon("slurmd", self.node_netns, node, spec.CONTAINER_NAME, {"slurm-etc": node_etc})
-
-    def _ip(self, *argv: str) -> None:
-        proc = subprocess.run(["ip", *argv], capture_output=True, text=True, env=slurmd_runtime.HOST_ENV, timeout=30)
-        if proc.returncode != 0:
-            raise RuntimeError(f"ip {' '.join(argv)}: {proc.stderr.strip()}")
-
-    def _network(self) -> None:
-        """Two namespaces joined by one veth pair, made inside them (no interface is ever in the host's)."""
-        for name in (self.ctld_netns, self.node_netns):
-            self._ip("netns", "add", name)
-            self.made_netns.append(name)
-        ctld_if, node_if = f"slkb{self.run}c", f"slkb{self.run}n"
-        self._ip(
-            "link",
-            "add",
-            ctld_if,
-            "netns",
-            self.ctld_netns,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            node_if,
-            "netns",
-            self.node_netns,
-        )
-        for netns, ifname, address in (
-            (self.ctld_netns, ctld_if, CTLD_ADDRESS),
-            (self.node_netns, node_if, NODE_ADDRESS),
-        ):
-            self._ip("-n", netns, "link", "set", ifname, "name", "eth0")
-            self._ip("-n", netns, "addr", "add", f"{address}/{BENCH_PREFIX_LEN}", "dev", "eth0")
-            self._ip("-n", netns, "link", "set", "eth0", "up")
-            self._ip("-n", netns, "link", "set", "lo", "up")
-
-    # ------------------------------------------------------------------------------- processes
-    def start(self, daemon: Daemon) -> int:
-        userspec = [f"--userspec={daemon.user}"] if daemon.user != "root" else []
-        argv = [
-            *("ip", "netns", "exec", daemon.netns, "unshare", "--mount", "--uts", "--"),
-            *("sh", "-c", daemons.mount_script(daemon.binds, daemon.hostname), "sh"),
-            *("chroot", *userspec, str(self.root), "/usr/bin/env", "-i", slurmd_runtime.CHROOT_PATH),
-            *(f"{k}={v}" for k, v in daemon.env.items() if k != "PATH"),
-            *daemon.argv,
-        ]
-        with daemon.log.open("ab") as out:
-            daemon.proc = subprocess.Popen(
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=slurmd_runtime.HOST_ENV,
-                start_new_session=True,
-            )
-        daemon.starttime = start_time(daemon.proc.pid) or ""
-        return daemon.proc.pid
-
-    def stop(self, daemon: Daemon | None, timeout: float = 10.0) -> None:
-        """SIGTERM (SIGKILL after ``timeout``) and reap."""
-        if daemon is None or daemon.proc is None:
-            return
-        if daemon.proc.poll() is None:
-            slurmd_runtime.signal_and_wait(daemon.proc.pid, daemon.starttime, timeout)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            daemon.proc.wait(10)
-        daemon.proc = None
-
-    def start_ctld(self) -> int:
-        assert self.ctld is not None
-        return self.start(self.ctld)
-
-    def start_node(self) -> int:
-        assert self.node is not None
-        return self.start(self.node)
-
-    def ctld_pid(self) -> int | None:
-        proc = self.ctld.proc if self.ctld else None
-        return proc.pid if proc is not None and proc.poll() is None else None
-
-    def write_slurm_conf(self, text: str) -> None:
-        assert self.conf_dir is not None and self.ctld is not None
-        path = self.conf_dir / "slurm.conf"
-        mode = path.stat().st_mode & 0o777
-        path.write_text(text)  # in place: the bind mount keeps the inode
-        os.chown(path, *self.ctld.owner)
-        os.chmod(path, mode)
-
-    # ------------------------------------------------------------------------------- cleanup
-    def cleanup(self) -> Obj:
-        """Stop both daemons, kill what is left in the namespaces (job steps), delete the namespaces (their veth
-        pair goes with them), the files and the mount points the mount scripts made in the rootfs."""
-        for daemon in (self.node, self.ctld):
-            with contextlib.suppress(Exception):
-                self.stop(daemon, 5.0)
-        left = 0
-        for name in self.made_netns:
-            left += slurmd_runtime.kill_namespace(name)
-            subprocess.run(["ip", "netns", "delete", name], capture_output=True, env=slurmd_runtime.HOST_ENV)
-        self.made_netns = []
-        for target in reversed(self.made_targets):  # deepest first; a file or an empty directory only
-            with contextlib.suppress(OSError):
-                target.rmdir() if target.is_dir() else target.unlink()
-        self.made_targets = []
-        shutil.rmtree(self.work, ignore_errors=True)
-        return {"processes_left": left}
-
-
-def bench_namespaces() -> list[str]:
-    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, env=slurmd_runtime.HOST_ENV)
-    return [n for n in listed.stdout.split() if n.startswith(NETNS_PREFIX)]
-
-
 # ------------------------------------------------------------------------------------------- pods
 @dataclasses.dataclass
 class Seen:
@@ -625,6 +428,8 @@ class Bench:
         self.operator_log = self.log_dir / f"{self.run_id}-operator.log"
         self.root = stack.slurm_root()
         self.hand = ByHand(self.run_id, self.root, self.tmp / "by-hand", self.log_dir)
+        self.ctld_seen: tuple[str, Proc] | None = None
+        """The pod uid and slurmctld process ``ctld_record`` found last."""
         self.proc: subprocess.Popen[bytes] | None = None
         self.made_namespace = False
         self.temporal: Any = None
@@ -642,7 +447,8 @@ class Bench:
             return None
 
     def manifests(self) -> list[Obj]:
-        """What a user applies: the two key Secrets, a Controller, a RestApi and a NodeSet of one replica."""
+        """What a user applies: the two key Secrets, a Controller, a RestApi and a NodeSet of one replica, with
+        upstream's image names."""
         return [
             {
                 "apiVersion": "v1",
@@ -663,7 +469,7 @@ class Bench:
                 "spec": {
                     "slurmKeyRef": {"name": "slurm-auth-slurm", "key": "slurm.key"},
                     "jwtKeyRef": {"name": "slurm-auth-jwt", "key": "jwt.key"},
-                    "slurmctld": {"image": "ghcr.io/slinkyproject/slurmctld:26.05-ubuntu26.04"},
+                    "slurmctld": {"image": image("slurmctld")},
                     "extraConf": EXTRA_CONF,
                     "persistence": {"enabled": True, "existingClaim": ""},
                 },
@@ -672,7 +478,7 @@ class Bench:
                 "apiVersion": GROUP_VERSION,
                 "kind": "RestApi",
                 "metadata": {"name": CONTROLLER},
-                "spec": {"controllerRef": {"name": CONTROLLER}, "slurmrestd": {"image": "slurmrestd:26.05"}},
+                "spec": {"controllerRef": {"name": CONTROLLER}, "slurmrestd": {"image": image("slurmrestd")}},
             },
             {
                 "apiVersion": GROUP_VERSION,
@@ -682,14 +488,15 @@ class Bench:
                     "controllerRef": {"name": CONTROLLER},
                     "replicas": 1,
                     "partition": {"enabled": True, "config": "Default=YES MaxTime=UNLIMITED"},
-                    "slurmd": {"image": "slurmd:26.05", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+                    "slurmd": {"image": image("slurmd"), "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
                 },
             },
         ]
 
     # ------------------------------------------------------------------------------- set-up
     async def setup(self) -> None:
-        await self.kube.create("/api/v1/namespaces", {"metadata": {"name": self.namespace}})
+        annotations = real_nodes.namespace_annotations(stack.REAL_NODE_TAINT)  # its pods go to the real nodes
+        await self.kube.create("/api/v1/namespaces", {"metadata": {"name": self.namespace, "annotations": annotations}})
         self.made_namespace = True
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {
@@ -753,24 +560,31 @@ class Bench:
 
     # ------------------------------------------------------------------------------- inside the pods
     async def in_pod(self, command: Sequence[str], timeout: float) -> Ran | None:
-        """``slinky dev exec -n NS slurm-controller-0 -- CMD`` (the same argv, ``slurmd_runtime.exec_argv``), without
-        the CLI's own start-up; None until the pod's process is slurmctld (before, its mounts may not be there)."""
-        record = self.ctld_record()
-        if record is None or not is_daemon(record.pid, "slurmctld"):
+        """``kubectl exec -n NS slurm-controller-0 -- CMD``, entered with ``nsenter`` (``inside_argv``); None until
+        the pod's slurmctld process runs."""
+        record = await self.ctld_record()
+        if record is None:
             return None
-        return await run_argv(inside_argv(self.root, record.pid, command), timeout)
+        return await run_argv(inside_argv(record.pid, command), timeout)
 
     async def in_hand(self, command: Sequence[str], timeout: float) -> Ran | None:
         pid = self.hand.ctld_pid()
         if pid is None or not is_daemon(pid, "slurmctld"):
             return None
-        return await run_argv(inside_argv(self.root, pid, command), timeout)
+        return await run_argv(inside_argv(pid, command), timeout)
 
-    def ctld_record(self) -> slurmd_runtime.PodProcess | None:
-        pods, _ = slurmd_runtime.read_state(stack.slurmd_pods_dir())
-        return next(
-            (p for p in pods.values() if (p.namespace, p.name) == (self.namespace, CTLD_POD) and p.alive()), None
-        )
+    async def ctld_record(self) -> Proc | None:
+        """The slurmctld process of pod ``slurm-controller-0`` (the pod there is now, terminating or not), once its
+        container's entry point has become slurmctld; looked up again when the pod or its process changes."""
+        pod = await self.get("pods", CTLD_POD)
+        if pod is None:
+            return None
+        uid = str(pod["metadata"]["uid"])
+        if self.ctld_seen is not None and self.ctld_seen[0] == uid and self.ctld_seen[1].alive():
+            return self.ctld_seen[1]
+        found = await asyncio.to_thread(pod_process, uid, "slurmctld")
+        self.ctld_seen = (uid, found) if found is not None else None
+        return found
 
     async def steady(self) -> None:
         """The operator has reconciled the Controller's last change, the StatefulSet's rollout is done, and
@@ -886,7 +700,7 @@ class Bench:
         config`` in the slurmctld pod showing it. The ControllerReconfigure workflow's end apart: ``applied`` (it
         verified slurmctld runs it), or ``rolled-back`` (then the round has no total)."""
         line = f"MaxJobCount={value}"
-        before = self.ctld_record()
+        before = await self.ctld_record()
         started = time.monotonic()
         await self.kube.patch(self.path("controllers", CONTROLLER), {"spec": {"extraConf": f"{EXTRA_CONF}\n{line}"}})
         times: dict[str, float] = {}
@@ -925,7 +739,7 @@ class Bench:
             for task in sides:
                 task.cancel()
             await asyncio.gather(*sides, return_exceptions=True)
-        after = self.ctld_record()
+        after = await self.ctld_record()
         out: Obj = {"outcome": outcome, "value": value, "hash": new_hash}
         out.update({k + "_s": round(v - started, 3) for k, v in sorted(times.items())})
         if outcome == "applied":
@@ -1002,14 +816,14 @@ class Bench:
     async def delete_controller_pod(self, rest: httpx.AsyncClient, pods: PodWatch) -> Obj:
         await self.steady()
         await race(lambda: self.responding(rest), 120, "slurmrestd ping responding before the delete")
-        record = self.ctld_record()
+        record = await self.ctld_record()
         if record is None:
             raise RuntimeError("no slurmctld process for the pod")
         started = time.monotonic()
         await self.kube.delete(self.path("pods", CTLD_POD))
 
         async def gone() -> bool:
-            return start_time(record.pid) != record.starttime
+            return not record.alive()
 
         await until(gone, 120, "the old slurmctld process gone", 0.01)
         gone_at = time.monotonic()
@@ -1057,9 +871,6 @@ class Bench:
         if self.made_namespace and not await self.delete_namespace():
             left["namespace"] = "terminating"
         shutil.rmtree(self.tmp, ignore_errors=True)
-        # The node agent made the slurmctld pods' save-state mount point in the shared rootfs; empty now.
-        with contextlib.suppress(OSError):
-            (self.root / "var" / "spool" / "slurmctld" / f"{self.namespace}_{CONTROLLER}").rmdir()
         left["bench_netns_left"] = [n for n in bench_namespaces() if n.startswith(f"{NETNS_PREFIX}{self.run_id}-")]
         await self.kube.aclose()
         return left
