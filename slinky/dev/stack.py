@@ -1976,6 +1976,10 @@ def _last_line(path: Path) -> str:
     return lines[-1][:160] if lines else "empty log"
 
 
+LEGACY_LINKS = ("slkpbr0",)
+"""Links an older checkout's stack made and this one does not: the node agent's daemon pods' bridge."""
+
+
 def down() -> int:
     procs = ProcessTable(STATE / "pids")
     real_nodes.stop(procs, log)
@@ -1986,6 +1990,10 @@ def down() -> int:
             log(f"stopped {name}")
     _unmount_slurm_root()
     _delete_netns()
+    for link in LEGACY_LINKS:
+        if Path(f"/sys/class/net/{link}").exists():
+            subprocess.run(["ip", "link", "delete", link], check=False)
+            log(f"deleted {link}, left by an older stack")
     log("stack down")
     return 0
 
