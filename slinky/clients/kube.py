@@ -261,6 +261,25 @@ class KubeClient:
     ) -> Obj:
         """One API call; the answer parsed, or ``{}`` with ``decode=False`` (writes whose answer, the whole
         object, nobody reads: parsing a pod costs more CPU than sending the request)."""
+        resp = await self._send(method, path, body=body, params=params, content_type=content_type)
+        if not decode:
+            return {}
+        data = resp.json() if resp.content else {}
+        return data if isinstance(data, dict) else {"items": data}
+
+    async def get_text(self, path: str, params: Mapping[str, Any] | None = None) -> str:
+        """A GET whose answer is text, not JSON: a container's log (``.../pods/<name>/log``)."""
+        return (await self._send("GET", path, params=params)).text
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+    ) -> httpx.Response:
         content = None if body is None else json.dumps(body)
         headers = {"Content-Type": content_type} if content is not None else None
         try:
@@ -271,10 +290,7 @@ class KubeClient:
             raise KubeUnavailable(f"{method} {path}: {type(err).__name__}", status_code=None) from err
         self._pool_timeouts = 0
         raise_for_status(resp, method, path)
-        if not decode:
-            return {}
-        data = resp.json() if resp.content else {}
-        return data if isinstance(data, dict) else {"items": data}
+        return resp
 
     def _pool_wedged(self) -> None:
         """After ``POOL_TIMEOUTS_BEFORE_RESET`` pool timeouts in a row with no answer in between, start a new pool.

@@ -42,6 +42,7 @@ Obj = dict[str, Any]
 NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
     ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "pods/status"): {"patch"},
+    ("", "pods/log"): {"get"},
     ("", "secrets"): {"get", "list", "watch", "create", "patch"},
     ("", "events"): {"create"},
     ("policy", "poddisruptionbudgets"): {"create"},

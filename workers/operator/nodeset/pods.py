@@ -17,7 +17,7 @@ from slinky.clients.errors import KubeConflict, KubeError, KubeNotFound, SlurmEr
 from slinky.clients.events import pod_event
 from slinky.clients.kube import rfc3339
 from slinky.clients.slurm import SlurmApi
-from slinky.operator import pod_sync, slurm_state, updates
+from slinky.operator import pod_sync, registration, slurm_state, updates
 from slinky.operator.models import ControllerKey, SlurmNodeView
 from workers.operator.nodeset.poll import ControllerPoll, NodePolls, hostname_of, scale_in_key
 from workers.operator.runtime import COMPONENT, Runtime
@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 DRIFT_GRACE_SECONDS = 15.0
+QUOTE_SECONDS = 20.0
+"""How long a slurmd log line read for a condition is reused."""
 """A Ready pod whose Slurm node has been missing this long is deleted and made again (drift repair)."""
 
 
@@ -47,6 +49,29 @@ class PodSteps:
         self.polls = polls
         self.pods = pods
         self.nodes = nodes
+        self._quotes: dict[str, tuple[float, str]] = {}
+        """Pod uid -> (when read, slurmd's last words): the log is read at most every QUOTE_SECONDS per pod."""
+
+    async def last_words(self, pod: Obj) -> str:
+        """slurmd's most telling recent log line (registration.last_words), for the SlurmdRegistered condition;
+        "" when the log cannot be read."""
+        meta = pod["metadata"]
+        cached = self._quotes.get(meta["uid"])
+        if cached is not None and time.monotonic() - cached[0] < QUOTE_SECONDS:
+            return cached[1]
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/log"
+        try:
+            text = await self.kube.get_text(path, {"container": "slurmd", "tailLines": 20})
+        except KubeError as err:
+            logger.debug("log of %s/%s: %s", meta["namespace"], meta["name"], err)
+            text = ""
+        words = registration.last_words(text)
+        self._quotes = {uid: v for uid, v in self._quotes.items() if uid in self._live_uids()}
+        self._quotes[meta["uid"]] = (time.monotonic(), words)
+        return words
+
+    def _live_uids(self) -> set[str]:
+        return {p["metadata"]["uid"] for p in self.pods.values()}
 
     def node_of(self, pod: Obj) -> Obj | None:
         """The Kubernetes node the pod runs on (cluster-scoped: cached under namespace "")."""

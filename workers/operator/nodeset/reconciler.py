@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -31,7 +32,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from slinky import wellknown
 from slinky.clients.errors import KubeConflict, KubeNotFound, KubeRejected
-from slinky.operator import daemonset, pod_sync, updates, victims
+from slinky.operator import daemonset, pod_sync, registration, updates, victims
 from slinky.operator import pods as builder
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.models import ControllerKey, PodRef, ScaleInInput
@@ -115,6 +116,8 @@ class NodeSetReconciler:
         )
         self.steps = PodSteps(runtime, slurm, self.node_polls, self.pods, self.kube_nodes)
         self._pdbs: set[Key] = set()
+        self._unregistered: dict[Key, dict[str, float]] = {}
+        """Per NodeSet: Slurm node name -> since when its running slurmd has not registered (monotonic)."""
 
     # ------------------------------------------------------------------------------------ what the rest reads
     @property
@@ -175,6 +178,7 @@ class NodeSetReconciler:
     async def reconcile(self, key: Key) -> None:
         raw = self.nodesets.get(key)
         if raw is None or raw["metadata"].get("deletionTimestamp"):
+            self._unregistered.pop(key, None)
             return  # being deleted: the garbage collector takes its pods; making new ones would fight it
         nodeset = NodeSet.model_validate(raw)
         problems = nodeset_problems(nodeset)
@@ -264,6 +268,7 @@ class NodeSetReconciler:
             return
         if poll.missing_since:
             self.runtime.requeue_later(self.kind, key, DRIFT_GRACE_SECONDS / 2)
+        registered = await self._registration(key, active, poll)
         await self._status(
             raw,
             nodeset,
@@ -272,7 +277,19 @@ class NodeSetReconciler:
             poll=poll,
             condition=("ControllerReady", "True", "Reachable", "slurmrestd answers"),
             desired=desired,
+            more=[registered],
         )
+
+    async def _registration(self, key: Key, active: list[Obj], poll: ControllerPoll) -> Condition:
+        """``SlurmdRegistered``: the pods whose running slurmd has not joined Slurm for a while, quoting slurmd."""
+        since = self._unregistered.setdefault(key, {})
+        hostnames = {p["metadata"]["name"]: hostname_of(p) for p in active}
+        found = registration.track(active, hostnames, poll.nodes, since, time.monotonic())
+        if since:  # look again when the grace period of the earliest ends, and while it lasts
+            self.runtime.requeue_later(self.kind, key, registration.GRACE_SECONDS / 3)
+        by_name = {p["metadata"]["name"]: p for p in active}
+        quotes = {u.pod: await self.steps.last_words(by_name[u.pod]) for u in found[: registration.SHOWN]}
+        return registration.condition(found, quotes)
 
     async def _status(
         self,
@@ -284,6 +301,7 @@ class NodeSetReconciler:
         revision: str = "",
         poll: ControllerPoll | None = None,
         desired: int | None = None,
+        more: Sequence[Condition] = (),
     ) -> None:
         pins = None
         if nodeset.spec.pin_to_node and nodeset.spec.scaling_mode == "StatefulSet":
@@ -298,6 +316,7 @@ class NodeSetReconciler:
             condition=condition,
             desired=desired,
             pins=pins,
+            more=more,
         )
 
     def _pins(self, nodeset: NodeSet, raw: Obj, pods: list[Obj]) -> dict[str, str]:

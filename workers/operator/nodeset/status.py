@@ -1,6 +1,6 @@
 """A NodeSet's status: replica and Slurm node counts, selector, revision, pins, and its conditions
-(``SpecValid``, ``ControllerReady``, ``FieldsSupported``, ``ScaleIn``, ``PodsHealthy``), written only when
-something changed.
+(``SpecValid``, ``ControllerReady``, ``FieldsSupported``, ``ScaleIn``, ``PodsHealthy``, ``SlurmdRegistered``),
+written only when something changed.
 A condition that turns False posts one Warning Event naming what to fix (docs/operator.md)."""
 
 from __future__ import annotations
@@ -81,14 +81,16 @@ async def write_status(
     condition: Condition | None = None,
     desired: int | None = None,
     pins: dict[str, str] | None = None,
+    more: Iterable[Condition] = (),
 ) -> None:
-    """Write the status of ``raw`` with ``condition`` set (and, with a poll, the informational ones)."""
+    """Write the status of ``raw`` with ``condition`` and ``more`` set (and, with a poll, the informational ones)."""
     live = [p for p in owned if not is_terminating(p)]
     status = status_counts(nodeset, live, poll, revision, desired)
     if pins is not None:
         status["ordinalToNode"] = pins
     wanted = informational(nodeset, live, poll) if poll is not None else []
     wanted.append(pod_health.condition(live))  # the kubelet's word, whether or not Slurm answers
+    wanted.extend(more)
     if condition:
         wanted.append(condition)
         if condition[0] == "ControllerReady" or condition[1] == "True":

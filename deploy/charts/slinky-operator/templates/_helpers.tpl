@@ -62,6 +62,8 @@ The rules of the namespaced resources, from the code (callers of slinky/clients/
                         patch (annotations, labels), delete (failed pods, drift, drained pods)
                                                         workers/operator/nodeset.py, activities/nodeset.py
   pods/status           patch (SlurmNodeState* conditions)                 workers/operator/nodeset.py
+  pods/log              get (slurmd's last words on a NodeSet's SlurmdRegistered condition)
+                                                        workers/operator/nodeset/pods.py
   secrets               get (Controller jwtKeyRef, Token Secrets), list watch (Token Secrets), create patch
                         (the Token's JWT Secret)              workers/operator/slurm_clients.py, workers/operator/token.py
   events                create (Events on NodeSets, pods, Tokens)          slinky/clients/events.py
@@ -88,6 +90,9 @@ The rules of the namespaced resources, from the code (callers of slinky/clients/
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, list, watch, create, patch]
