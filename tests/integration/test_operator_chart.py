@@ -376,13 +376,28 @@ def test_leader_election_timing_must_be_ordered() -> None:
     render({"operator": {"leaderElectionTiming": timing, "leaderElection": False}})
 
 
-def test_the_chart_carries_no_crds() -> None:
-    """The CRDs stay in deploy/crds/slinky/ (generated, `make crds`), applied before the chart (README)."""
+def test_crds_enabled_brings_the_generated_crds_as_templates_kept_on_uninstall() -> None:
+    """The CRDs are deploy/crds/slinky/ (generated, `make crds`) through the slinky-operator-crds subchart, as
+    templates (Helm's crds/ folder is installed once and never upgraded); off by default, as upstream."""
     with helm.Chart.load(str(CHART)) as chart:
         assert chart.crds == []
-    readme = (CHART / "README.md").read_text()
-    assert "deploy/crds/slinky/" in readme
-    assert sorted(p.name for p in (REPO / "deploy" / "crds" / "slinky").glob("*.yaml"))
+    assert not [d for d in render() if d["kind"] == "CustomResourceDefinition"]
+    generated = {
+        d["metadata"]["name"]: d
+        for p in sorted((REPO / "deploy" / "crds" / "slinky").glob("*.yaml"))
+        for d in yaml.safe_load_all(p.read_text())
+        if d
+    }
+    assert len(generated) == 6
+    crds = {
+        d["metadata"]["name"]: d for d in render({"crds": {"enabled": True}}) if d["kind"] == "CustomResourceDefinition"
+    }
+    assert crds.keys() == generated.keys()
+    for name, crd in crds.items():
+        assert crd["spec"] == generated[name]["spec"], name
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    unkept = [d for d in render({"crds": {"enabled": True, "keep": False}}) if d["kind"] == "CustomResourceDefinition"]
+    assert all("helm.sh/resource-policy" not in (d["metadata"].get("annotations") or {}) for d in unkept)
 
 
 @pytest.mark.parametrize(
