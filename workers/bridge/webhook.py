@@ -2,40 +2,29 @@
 
 ``python -m workers.bridge.webhook --cert C --key K [--port 16444] [--bind 127.0.0.1]``. The managed scope
 comes from ``Settings().bridge`` (``SLINKY_BRIDGE__*``) unless a flag overrides it. The rules live in
-``slinky.bridge.admission`` (pure); this module only speaks HTTP and TLS, with the standard library: one
-thread per connection, TLS handshakes in that thread, keep-alive for the API server's pooled
-connections, and the serving certificate reloaded when its files change (cert-manager rotation). Logs are
-JSON lines, one per review.
+``slinky.bridge.admission`` (pure); the HTTPS server is ``workers.admission_server``, shared with the
+operator's webhook. Logs are JSON lines, one per review.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import signal
-import socket
-import ssl
-import sys
 import threading
 import time
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 from slinky.bridge import admission
 from slinky.config import Settings
 from slinky.telemetry import configure_logging
+from workers.admission_server import AdmissionServer, ServingCert
 
 log = logging.getLogger("slinky.webhook")
 
 DEFAULT_PORT: Final = 16444
-MAX_BODY: Final = 8 * 1024 * 1024
-"""The API server's request limit is 3 MiB per object; a review carries two."""
-IDLE_SECONDS: Final = 90.0
 ROUTES: Final[dict[str, tuple[admission.Kind, bool]]] = {
     "/mutate": ("mutate", False),
     "/mutate/managed": ("mutate", True),
@@ -44,139 +33,20 @@ ROUTES: Final[dict[str, tuple[admission.Kind, bool]]] = {
 }
 
 
-class ServingCert:
-    """The serving certificate, reloaded when its files change (cert-manager rotating the Secret, whose
-    mounted files the kubelet swaps in place): new connections get the new certificate, no restart.
-
-    The files are looked at (two ``stat`` calls) at most once per ``check_seconds``. A pair that does not
-    load (a rotation caught half-written, a key that does not match) keeps the previous context and is
-    tried again at the next check; the warning says why.
-    """
-
-    def __init__(self, cert: str, key: str, *, check_seconds: float = 1.0) -> None:
-        self.cert, self.key = cert, key
-        self.check_seconds = check_seconds
-        self._lock = threading.Lock()
-        self._checked = time.monotonic()
-        self._signature = self._stat()
-        self._context = self._load()  # a bad pair at start is fatal: better than serving nothing
-        self.reloads = 0
-
-    def _stat(self) -> tuple[tuple[int, int, int], ...]:
-        out = []
-        for path in (self.cert, self.key):
-            st = os.stat(path)
-            out.append((st.st_mtime_ns, st.st_ino, st.st_size))
-        return tuple(out)
-
-    def _load(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(self.cert, self.key)
-        return context
-
-    def context(self) -> ssl.SSLContext:
-        now = time.monotonic()
-        if now - self._checked < self.check_seconds:
-            return self._context
-        with self._lock:
-            if now - self._checked < self.check_seconds:
-                return self._context
-            self._checked = now
-            try:
-                signature = self._stat()
-                if signature != self._signature:
-                    self._context = self._load()
-                    self._signature = signature
-                    self.reloads += 1
-                    log.info("serving certificate reloaded", extra={"cert": self.cert})
-            except (OSError, ssl.SSLError) as err:
-                log.warning("serving certificate not reloaded (keeping the previous one): %s", err)
-            return self._context
-
-
-class WebhookServer(ThreadingHTTPServer):
-    daemon_threads = True
+class WebhookServer(AdmissionServer):
+    """The bridge's routes on the shared server; ``settings`` is the managed scope."""
 
     def __init__(self, address: tuple[str, int], settings: admission.AdmissionSettings, cert: ServingCert) -> None:
-        super().__init__(address, WebhookHandler)
+        super().__init__(address, cert, ROUTES, self._review)
         self.settings = settings
-        self.cert = cert
 
-    def get_request(self) -> tuple[socket.socket, Any]:
-        sock, addr = super().get_request()
-        # The handshake runs at the first read, in the connection's own thread: a slow client cannot
-        # stall accept().
-        sock.settimeout(IDLE_SECONDS)
-        # Headers and body leave in one write (``wbufsize``), and never wait for the peer's delayed ACK:
-        # without both, Nagle's algorithm held each answer about 20 ms (45 ms per pod create, measured).
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return self.cert.context().wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        err = sys.exc_info()[1]
-        if isinstance(err, (ssl.SSLError, ConnectionError, TimeoutError)):
-            log.debug("connection from %s dropped: %s", client_address, err)
-            return
-        log.exception("connection from %s failed", client_address)
-
-
-class WebhookHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    wbufsize = 64 * 1024  # buffered: handle_one_request flushes once per response
-    server: WebhookServer
-    server_version = "slinky-webhook"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.client_address[0], *args)
-
-    def do_GET(self) -> None:
-        if urlsplit(self.path).path in ("/healthz", "/readyz", "/livez"):
-            self._send(200, b"ok\n", "text/plain")
-        else:
-            self._send(404, b"not found\n", "text/plain")
-
-    def do_POST(self) -> None:
-        started = time.perf_counter()
-        url = urlsplit(self.path)
+    def _review(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
         # /mutate and /validate; .../managed when the API server matched the managed namespace selector.
-        kind, managed = ROUTES.get(url.path.rstrip("/"), (None, False))
-        length = int(self.headers.get("Content-Length") or 0)
-        if kind is None:
-            self._drain(length)
-            self._send(404, b"not found\n", "text/plain")
-            return
-        if not 0 < length <= MAX_BODY:
-            self.close_connection = True
-            self._send(413 if length else 411, b"bad request body length\n", "text/plain")
-            return
-        try:
-            body = json.loads(self.rfile.read(length))
-            answer = admission.review(
-                body,
-                self.server.settings,
-                kind=kind,
-                namespace_managed=managed,
-            )
-        except ValueError as err:
-            log.warning("bad admission request: %s", err, extra={"path": url.path})
-            self._send(400, f"{err}\n".encode(), "text/plain")
-            return
-        self._send(200, json.dumps(answer, separators=(",", ":")).encode(), "application/json")
+        started = time.perf_counter()
+        kind, managed = ROUTES[route]
+        answer = admission.review(body, self.settings, kind=kind, namespace_managed=managed)
         _log_review(kind, body, answer, managed, time.perf_counter() - started)
-
-    def _drain(self, length: int) -> None:
-        if 0 < length <= MAX_BODY:
-            self.rfile.read(length)
-        else:
-            self.close_connection = True
-
-    def _send(self, code: int, body: bytes, content_type: str) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        return answer
 
 
 def _log_review(kind: str, body: dict[str, Any], answer: dict[str, Any], managed: bool, seconds: float) -> None:

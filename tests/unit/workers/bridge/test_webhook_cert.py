@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from slinky.bridge import admission
-from workers.bridge.webhook import ServingCert, WebhookServer
+from workers.admission_server import ServingCert
+from workers.bridge.webhook import WebhookServer
 
 
 def _self_signed(directory: Path, name: str) -> tuple[Path, Path]:

@@ -1,0 +1,204 @@
+"""The validating rules of the six ``slinky.slurm.net`` kinds, for an admission webhook (pure).
+
+Kubernetes 1.20 has no CEL (``x-kubernetes-validations``), so upstream's rules that a CRD schema cannot say are
+checked here, on the object as the API server would store it (``new``) and, on an update, the stored one
+(``old``). Each denial names the field and says why, and that text is what ``kubectl apply`` prints. Only
+``spec`` is judged: a write that leaves the spec as it was (the operator's finalizers, labels, status) is never
+denied, so a webhook that disagrees with an object written before it existed cannot block its cleanup.
+
+The same rules the operator applies at reconcile time (``slinky.operator.validation``) are denied here first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from slinky.operator.api.nodeset import NodeSet
+from slinky.operator.tokens import InvalidDuration, parse_duration
+from slinky.operator.validation import nodeset_problems
+
+Obj = Mapping[str, Any]
+
+MIN_SCHEDULED_UPDATE_SECONDS: Final = 60.0
+"""A ScheduledUpdate's window is at least a minute (upstream's rule)."""
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_CONF_WORD: Final = re.compile(r"^[A-Za-z][A-Za-z0-9_]*=")
+
+
+def _spec(obj: Obj | None) -> Obj:
+    return (obj or {}).get("spec") or {}
+
+
+def _immutable(old: Obj | None, new: Obj, *fields: str) -> list[str]:
+    if old is None:
+        return []
+    return [
+        f"spec.{f} is immutable: it was {_spec(old).get(f)!r}; delete and create the object to change it"
+        for f in fields
+        if _spec(old).get(f) != _spec(new).get(f)
+    ]
+
+
+def slurm_conf_problems(text: str | None, field: str, *, one_line: bool = False) -> list[str]:
+    """What keeps ``text`` from being Slurm configuration: a control character (``\\r`` included: the
+    slurm.conf injection upstream fixed in 1.0.4), more than one line where one is required, or a line that is
+    not ``Key=Value`` words (comments, blank lines and ``Include`` lines are fine)."""
+    if not text:
+        return []
+    if "\r" in text or _CONTROL.search(text):
+        return [f"{field} holds a control character (a carriage return or another): remove it"]
+    lines = text.split("\n")
+    if one_line and len([line for line in lines if line.strip()]) > 1:
+        return [f"{field} must be a single line"]
+    for number, line in enumerate(lines, start=1):
+        words = line.split("#", 1)[0].split()
+        if words[:1] in (["Include"], ["include"]):
+            continue
+        bad = [w for w in words if not _CONF_WORD.match(w)]
+        if bad:
+            where = f"line {number}" if len(lines) > 1 else "it"
+            return [f"{field}: {where} is not Slurm configuration (Key=Value words): {bad[0]!r}"]
+    return []
+
+
+def _ref(spec: Obj, key: str) -> Obj:
+    value = spec.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _required_ref(spec: Obj, key: str, why: str) -> list[str]:
+    ref = _ref(spec, key)
+    if ref.get("name") and ref.get("key"):
+        return []
+    return [f"spec.{key} needs a name and a key: {why}"]
+
+
+def nodeset(old: Obj | None, new: Obj) -> list[str]:
+    out = _immutable(old, new, "controllerRef", "volumeClaimTemplates")
+    try:
+        model = NodeSet.model_validate(new)
+    except ValidationError as err:
+        first = err.errors()[0]
+        return [*out, f"{'.'.join(map(str, first['loc']))}: {first['msg']}"]
+    out += [p.message for p in nodeset_problems(model)]
+    strategy = model.spec.update_strategy
+    if strategy.type == "ScheduledUpdate":
+        field = "spec.updateStrategy.scheduledUpdate.duration"
+        try:
+            seconds = parse_duration(strategy.scheduled_update.duration, field)
+        except InvalidDuration as err:
+            out.append(str(err))
+        else:
+            if seconds < MIN_SCHEDULED_UPDATE_SECONDS:
+                out.append(f"{field} must be at least 1m, not {strategy.scheduled_update.duration!r}")
+    return out
+
+
+def controller(old: Obj | None, new: Obj) -> list[str]:
+    spec = _spec(new)
+    if spec.get("external"):
+        host = _ref(spec, "externalConfig").get("host")
+        return [] if host else ["spec.externalConfig.host is required when spec.external is true"]
+    out = slurm_conf_problems(spec.get("extraConf"), "spec.extraConf")
+    out += _required_ref(spec, "slurmKeyRef", "the cluster's slurm.key (auth/slurm)")
+    if not (_ref(spec, "jwtKeyRef") or _ref(spec, "jwtHs256KeyRef")):
+        out.append("spec.jwtKeyRef needs a name and a key: the cluster's JWT key (the operator signs with it)")
+    return out
+
+
+def accounting(old: Obj | None, new: Obj) -> list[str]:
+    spec = _spec(new)
+    if spec.get("external"):
+        host = _ref(spec, "externalConfig").get("host")
+        return [] if host else ["spec.externalConfig.host is required when spec.external is true"]
+    out = slurm_conf_problems(spec.get("extraConf"), "spec.extraConf")
+    storage = _ref(spec, "storageConfig")
+    missing = [f for f in ("host", "username") if not storage.get(f)]
+    password = _ref(storage, "passwordKeyRef")
+    if not (password.get("name") and password.get("key")):
+        missing.append("passwordKeyRef")
+    if missing:
+        fields = ", ".join(f"spec.storageConfig.{f}" for f in missing)
+        out.append(f"{fields}: required, slurmdbd cannot reach its database without them")
+    return out
+
+
+def loginset(old: Obj | None, new: Obj) -> list[str]:
+    out = _immutable(old, new, "controllerRef")
+    return out + _required_ref(_spec(new), "sssdConfRef", "the sssd.conf the login pods run sssd with")
+
+
+def restapi(old: Obj | None, new: Obj) -> list[str]:
+    return _immutable(old, new, "controllerRef")
+
+
+def token(old: Obj | None, new: Obj) -> list[str]:
+    spec = _spec(new)
+    out = []
+    key = _ref(spec, "jwtKeyRef") or _ref(spec, "jwtHs256KeyRef")
+    if not (key.get("name") and key.get("key")):
+        out.append("spec.jwtKeyRef needs a name and a key: the HS256 key the token is signed with")
+    namespace = key.get("namespace")
+    own = (new.get("metadata") or {}).get("namespace")
+    if namespace and own and namespace != own:
+        out.append(f"spec.jwtKeyRef must be in the Token's namespace {own!r}, not {namespace!r}")
+    if spec.get("lifetime"):
+        try:
+            parse_duration(str(spec["lifetime"]))
+        except InvalidDuration as err:
+            out.append(str(err))
+    return out
+
+
+RULES: Final[dict[str, Callable[[Obj | None, Obj], list[str]]]] = {
+    "Accounting": accounting,
+    "Controller": controller,
+    "LoginSet": loginset,
+    "NodeSet": nodeset,
+    "RestApi": restapi,
+    "Token": token,
+}
+
+
+def review(kind: str, operation: str, old: Obj | None, new: Obj | None) -> list[str]:
+    """The denials of one admission request (empty: allowed). ``DELETE`` and writes that keep the spec as it
+    was are always allowed; a kind without rules too."""
+    rules = RULES.get(kind)
+    if rules is None or new is None or operation not in ("CREATE", "UPDATE"):
+        return []
+    if operation == "UPDATE" and old is not None and _spec(old) == _spec(new):
+        return []
+    return rules(old if operation == "UPDATE" else None, new)
+
+
+API_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+
+
+def answer(admission_review: Mapping[str, Any]) -> dict[str, Any]:
+    """Answer one AdmissionReview (the API server's body) with an AdmissionReview of the same apiVersion:
+    allowed, or denied with HTTP 422 ``Invalid`` and every denial of the object, which kubectl prints as
+    ``admission webhook "..." denied the request: NodeSet hpc/cpu: spec...``.
+
+    Raises:
+        ValueError: Not an AdmissionReview with a request (the server answers 400).
+    """
+    api_version = admission_review.get("apiVersion")
+    if api_version not in API_VERSIONS or admission_review.get("kind") != "AdmissionReview":
+        raise ValueError(f"not an AdmissionReview of {' or '.join(API_VERSIONS)}")
+    request = admission_review.get("request")
+    if not isinstance(request, Mapping) or not request.get("uid"):
+        raise ValueError("AdmissionReview without request.uid")
+    kind = str((request.get("kind") or {}).get("kind") or "")
+    new, old = request.get("object"), request.get("oldObject")
+    denials = review(kind, str(request.get("operation") or ""), old, new)
+    response: dict[str, Any] = {"uid": request["uid"], "allowed": not denials}
+    if denials:
+        where = (
+            f"{request.get('namespace') or ''}/{request.get('name') or ((new or {}).get('metadata') or {}).get('name')}"
+        )
+        response["status"] = {"code": 422, "reason": "Invalid", "message": f"{kind} {where}: " + "; ".join(denials)}
+    return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}
