@@ -202,3 +202,40 @@ def answer(admission_review: Mapping[str, Any]) -> dict[str, Any]:
         )
         response["status"] = {"code": 422, "reason": "Invalid", "message": f"{kind} {where}: " + "; ".join(denials)}
     return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}
+
+
+RESOURCES: Final = ("accountings", "controllers", "loginsets", "nodesets", "restapis", "tokens")
+WEBHOOK_NAME: Final = "validate.slinky.slurm.net"
+
+
+def webhook_configuration(
+    name: str, client_config: dict[str, Any], *, namespace_selector: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A ValidatingWebhookConfiguration for the six kinds (``admissionregistration.k8s.io/v1``): CREATE and
+    UPDATE of the resources themselves only, so status writes and deletions (a namespace's too) never wait for
+    the webhook; ``failurePolicy: Fail`` as upstream: nothing the rules would deny slips in while it is down."""
+    webhook: dict[str, Any] = {
+        "name": WEBHOOK_NAME,
+        "clientConfig": client_config,
+        "rules": [
+            {
+                "apiGroups": ["slinky.slurm.net"],
+                "apiVersions": ["v1beta1"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": list(RESOURCES),
+                "scope": "Namespaced",
+            }
+        ],
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1", "v1beta1"],
+        "timeoutSeconds": 10,
+    }
+    if namespace_selector is not None:
+        webhook["namespaceSelector"] = namespace_selector
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [webhook],
+    }

@@ -113,7 +113,12 @@ def by_kind(docs: list[Obj]) -> dict[tuple[str, str, str], Obj]:
 
 
 def container_of(objs: dict[tuple[str, str, str], Obj], namespace: str = "slinky") -> Obj:
-    deploys = [o for (kind, ns, _), o in objs.items() if kind == "Deployment" and ns == namespace]
+    """The operator's container (not the webhook's: its Deployment is `<fullname>-webhook`)."""
+    deploys = [
+        o
+        for (kind, ns, name), o in objs.items()
+        if kind == "Deployment" and ns == namespace and not name.endswith("-webhook")
+    ]
     [deploy] = deploys
     [container] = deploy["spec"]["template"]["spec"]["containers"]
     return dict(container)
@@ -151,6 +156,10 @@ def test_render_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         ("Role", "slinky", "slinky-operator-leader-election"),
         ("RoleBinding", "slinky", "slinky-operator-leader-election"),
         ("Deployment", "slinky", "slinky-operator"),
+        ("Secret", "slinky", "slinky-operator-webhook-tls"),
+        ("Service", "slinky", "slinky-operator-webhook"),
+        ("Deployment", "slinky", "slinky-operator-webhook"),
+        ("ValidatingWebhookConfiguration", "", "slinky-operator"),
     }
     deploy = objs[("Deployment", "slinky", "slinky-operator")]
     assert deploy["spec"]["replicas"] == 2
@@ -376,6 +385,33 @@ def test_leader_election_timing_must_be_ordered() -> None:
     render({"operator": {"leaderElectionTiming": timing, "leaderElection": False}})
 
 
+def test_the_webhook_is_registered_for_the_six_kinds_on_its_own_certificate() -> None:
+    """CREATE and UPDATE of the resources only (not their /status, never DELETE: upstream #189), Fail as
+    upstream, the caBundle the CA of the certificate the Deployment mounts; `webhook.enabled=false`: none of it."""
+    objs = by_kind(render())
+    (hook,) = objs[("ValidatingWebhookConfiguration", "", "slinky-operator")]["webhooks"]
+    assert hook["name"] == "validate.slinky.slurm.net" and hook["failurePolicy"] == "Fail"
+    (rule,) = hook["rules"]
+    assert rule["operations"] == ["CREATE", "UPDATE"] and rule["apiGroups"] == ["slinky.slurm.net"]
+    assert sorted(rule["resources"]) == ["accountings", "controllers", "loginsets", "nodesets", "restapis", "tokens"]
+    service = hook["clientConfig"]["service"]
+    assert (service["name"], service["namespace"], service["path"]) == (
+        "slinky-operator-webhook",
+        "slinky",
+        "/validate",
+    )
+    secret = objs[("Secret", "slinky", "slinky-operator-webhook-tls")]
+    assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    deploy = objs[("Deployment", "slinky", "slinky-operator-webhook")]
+    (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert container["args"][:2] == ["-m", "workers.operator.webhook"]
+    assert deploy["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"] == "slinky-operator-webhook-tls"
+    assert not [k for k in by_kind(render({"webhook": {"enabled": False}})) if "webhook" in k[2]]
+    scoped = by_kind(render({"webhook": {"namespaceSelector": {"matchLabels": {"team": "a"}}}}))
+    (hook,) = scoped[("ValidatingWebhookConfiguration", "", "slinky-operator")]["webhooks"]
+    assert hook["namespaceSelector"] == {"matchLabels": {"team": "a"}}
+
+
 def test_crds_enabled_brings_the_generated_crds_as_templates_kept_on_uninstall() -> None:
     """The CRDs are deploy/crds/slinky/ (generated, `make crds`) through the slinky-operator-crds subchart, as
     templates (Helm's crds/ folder is installed once and never upgraded); off by default, as upstream."""
@@ -543,6 +579,9 @@ def test_install_upgrade_uninstall(dev_env: dict[str, str]) -> None:
     sa_user = f"system:serviceaccount:{namespace}:{fullname}"
     values: dict[str, Any] = {
         "image": {"pullPolicy": "Never"},
+        # Its pods land on the simulated nodes here and never serve: the webhook (with failurePolicy Fail) would
+        # refuse every custom resource of the cluster. tests/integration/test_real_cluster.py runs it for real.
+        "webhook": {"enabled": False},
         "temporal": {"taskQueue": f"chart-test-{suffix}"},
         "operator": {"namespaces": [watched], "leaderElection": True, "replicas": 2},
     }

@@ -30,6 +30,7 @@ from tests.integration.operator_fixtures import end_workflows_of, wait_for
 
 pytestmark = pytest.mark.integration
 
+WEBHOOK_SCOPE = "slinky.slurm.net/webhook-test"
 KINDS = ("controllers", "nodesets", "loginsets", "restapis", "accountings")
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "charts" / "slinky-operator"
 RELEASE = "slinky-operator"
@@ -109,7 +110,9 @@ def real_node_names(env: dict[str, str]) -> set[str]:
 def cluster(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     ns = f"rc-{uuid.uuid4().hex[:6]}"
     annotations = real_nodes.namespace_annotations(dev_stack.REAL_NODE_TAINT)
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "annotations": annotations}}
+    labels = {WEBHOOK_SCOPE: ns}  # the chart's webhook judges this namespace only (other tests make bad objects)
+    meta = {"name": ns, "annotations": annotations, "labels": labels}
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
     kubectl(dev_env, "apply", "-f", "-", stdin=json.dumps(namespace))
     queue = f"real-{ns}"
     image = images.ensure_project_image(dev_stack.registry_address(), print)
@@ -123,6 +126,7 @@ def cluster(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
         "image": {"repository": repository, "tag": tag},
         "temporal": {"taskQueue": queue},
         "operator": {"namespaces": [ns], "replicas": 1, "extraEnv": site},
+        "webhook": {"namespaceSelector": {"matchLabels": labels}},
     }
     chart = helm.Config(kubeconfig_path=dev_env["KUBECONFIG"], namespace=ns)
     try:
@@ -130,11 +134,12 @@ def cluster(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
             in_cluster.remove_orphans(kube, RELEASE)
         chart.install(str(CHART), RELEASE, values, timeout=60)
 
-        def operator_ready() -> bool:
+        def chart_ready() -> bool:
             pods = get(dev_env, ns, "pods", "-l", "app.kubernetes.io/name=slinky-operator").get("items") or []
-            return any(ready(p) for p in pods)
+            parts = {p["metadata"]["labels"].get("app.kubernetes.io/component") for p in pods if ready(p)}
+            return {"operator", "webhook"} <= parts
 
-        wait_for(operator_ready, 180, "the operator's pod ready (in-cluster, from the chart)")
+        wait_for(chart_ready, 180, "the operator's and the webhook's pods ready (in-cluster, from the chart)")
         kubectl(dev_env, "apply", "-f", "-", stdin=yaml.safe_dump_all(manifest(ns, dev_env)))
 
         def up() -> bool:
@@ -159,12 +164,44 @@ def cluster(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
         sql(dev_env, f"DROP DATABASE IF EXISTS {database(ns)};\n")
 
 
+def refused(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+    """``kubectl ARGS`` that must fail; its stderr (what the user reads)."""
+    proc = subprocess.run(
+        ["kubectl", "--kubeconfig", env["KUBECONFIG"], *args], input=stdin, text=True, capture_output=True, timeout=60
+    )
+    assert proc.returncode != 0, proc.stdout
+    return proc.stderr
+
+
+def test_the_charts_webhook_denies_bad_objects_at_kubectl_apply_and_patch(
+    cluster: str, dev_env: dict[str, str]
+) -> None:
+    """The operator chart's validating webhook, in-cluster (its Service, its Helm-made certificate): what kubectl
+    prints for a bad NodeSet and for a change of an immutable field; the example's objects went through it."""
+    bad = {
+        "apiVersion": "slinky.slurm.net/v1beta1",
+        "kind": "NodeSet",
+        "metadata": {"name": "bad", "namespace": cluster},
+        "spec": {
+            "controllerRef": {"name": "slurm"},
+            "slurmd": {"image": "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04"},
+            "updateStrategy": {"rollingUpdate": {"maxUnavailable": 0}},
+        },
+    }
+    err = refused(dev_env, "apply", "-f", "-", stdin=json.dumps(bad))
+    assert 'admission webhook "validate.slinky.slurm.net" denied the request' in err, err
+    assert f"NodeSet {cluster}/bad: spec.updateStrategy.rollingUpdate.maxUnavailable must not be 0" in err
+    patch = json.dumps({"spec": {"controllerRef": {"name": "other"}}})
+    err = refused(dev_env, "-n", cluster, "patch", "nodeset", "cpu", "--type=merge", "-p", patch)
+    assert "spec.controllerRef is immutable" in err, err
+
+
 def test_the_example_runs_in_containers_on_the_real_nodes_from_the_registry(
     cluster: str, dev_env: dict[str, str]
 ) -> None:
     real = real_node_names(dev_env)
     pods = get(dev_env, cluster, "pods")["items"]
-    assert len(pods) == 6  # the operator's and the example's five
+    assert len(pods) == 7  # the operator's, its webhook's and the example's five
     for pod in pods:
         name = pod["metadata"]["name"]
         assert pod["spec"]["nodeName"] in real, f"{name} is on {pod['spec']['nodeName']}, not a real node"

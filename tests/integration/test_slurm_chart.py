@@ -23,6 +23,7 @@ import helm_python as helm
 import pytest
 import yaml
 
+from slinky.operator import admission
 from slinky.operator.api.controller import Controller
 from slinky.operator.api.loginset import LoginSet
 from slinky.operator.api.nodeset import NodeSet
@@ -87,6 +88,8 @@ def test_the_quick_start_renders_a_cluster_the_operator_takes() -> None:
     login = LoginSet.model_validate(objs[("LoginSet", "slurm-login-slinky")])
     assert login.spec.sssd_conf_ref is not None and login.spec.sssd_conf_ref.name == "slurm-sssd-conf"
     RestApi.model_validate(objs[("RestApi", "slurm")])
+    for (kind, _), o in objs.items():  # the operator's validating webhook lets every object in
+        assert admission.review(kind, "CREATE", None, o) == [], kind
     keys = objs[("Secret", "slurm-auth-slurm")]["data"]["slurm.key"], objs[("Secret", "slurm-auth-jwt")]["data"]
     assert len(base64.b64decode(keys[0])) == 1024 and len(base64.b64decode(keys[1]["jwt.key"])) == 64
 
