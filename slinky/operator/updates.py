@@ -8,8 +8,8 @@ workflow, so an update waits for the jobs on each node:
 * old pods already being replaced (a scale-in workflow holds them) stay condemned, so a restart or a new
   reconcile never flips them back;
 * then healthy old pods in the scale-in order (idle nodes and earlier deadlines first), while the pods
-  unavailable (not Ready, being replaced, or missing) stay within `maxUnavailable` (25 % of the desired
-  pods, rounded up, at least 1).
+  unavailable (not Ready, Ready for less than `minReadySeconds`, being replaced, or missing) stay within
+  `maxUnavailable` (25 % of the desired pods, rounded up, at least 1).
 
 `OnDelete` replaces only the pods someone deletes. `ScheduledUpdate` (a Slurm MAINT reservation) is not
 built yet and behaves as `OnDelete` (docs/operator.md).
@@ -17,6 +17,7 @@ built yet and behaves as `OnDelete` (docs/operator.md).
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from slinky import wellknown
@@ -44,7 +45,22 @@ def is_ready(pod: Obj) -> bool:
     return victims.ready_since(pod) is not None
 
 
-def update_victims(nodeset: NodeSet, pods: list[Obj], revision: str, desired: int) -> list[Obj]:
+def available_in(pod: Obj, min_ready_seconds: int | None, now: dt.datetime) -> float | None:
+    """Seconds until the pod counts as available (Ready for ``minReadySeconds``, as a StatefulSet's): 0 when it
+    is, None when it is not Ready."""
+    since = victims.ready_since(pod)
+    if since is None:
+        return None
+    return max((min_ready_seconds or 0) - (now - since).total_seconds(), 0.0)
+
+
+def is_available(pod: Obj, min_ready_seconds: int | None, now: dt.datetime) -> bool:
+    return available_in(pod, min_ready_seconds, now) == 0.0
+
+
+def update_victims(
+    nodeset: NodeSet, pods: list[Obj], revision: str, desired: int, now: dt.datetime | None = None
+) -> list[Obj]:
     """The old-revision pods among `pods` (the ones that stay after scale-in) to replace now, in order."""
     strategy = nodeset.spec.update_strategy
     if strategy.type != "RollingUpdate":
@@ -55,6 +71,9 @@ def update_victims(nodeset: NodeSet, pods: list[Obj], revision: str, desired: in
     budget = max_unavailable(strategy.rolling_update.max_unavailable, desired)
     unhealthy = [p for p in old if not is_ready(p)]
     held = [p for p in old if is_ready(p) and in_flight(p)]
-    unavailable = sum(1 for p in pods if not is_ready(p) or in_flight(p)) + max(desired - len(pods), 0)
+    when = now or dt.datetime.now(dt.UTC)
+    min_ready = nodeset.spec.min_ready_seconds
+    unavailable = sum(1 for p in pods if not is_available(p, min_ready, when) or in_flight(p))
+    unavailable += max(desired - len(pods), 0)
     healthy = sorted((p for p in old if is_ready(p) and not in_flight(p)), key=victims.condemn_key)
     return [*unhealthy, *held, *healthy[: max(budget - unavailable, 0)]]

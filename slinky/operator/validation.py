@@ -97,6 +97,4 @@ def not_built(nodeset: NodeSet) -> list[str]:
         out.append("spec.updateStrategy ScheduledUpdate: no Slurm reservation is made; it behaves as OnDelete")
     if spec.ssh is not None and spec.ssh.enabled:
         out.append("spec.ssh.enabled: no sshd runs in the pods")
-    if spec.min_ready_seconds:
-        out.append("spec.minReadySeconds: a Ready pod counts as available at once")
     return out

@@ -95,13 +95,26 @@ def test_an_unreachable_slurmrestd_is_reported_and_other_controllers_go_on(kube:
 
 def test_a_field_not_built_yet_is_named_and_the_rest_is_reconciled(kube: Kube, cluster: str) -> None:
     ns = cluster
-    apply_nodeset(kube, ns, "pinned", replicas=1, minReadySeconds=10)
+    claims = [{"metadata": {"name": "scratch"}, "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]
+    apply_nodeset(kube, ns, "pinned", replicas=1, volumeClaimTemplates=claims)
     cond = wait_for(
         lambda: (c := condition(nodeset(kube, ns, "pinned"), "FieldsSupported")) and c["status"] == "False" and c,
         20,
         "FieldsSupported",
     )
-    assert cond["reason"] == "NotBuilt" and "spec.minReadySeconds" in cond["message"]
+    assert cond["reason"] == "NotBuilt" and "spec.volumeClaimTemplates" in cond["message"]
     events = wait_for(lambda: [e for e in kube.events(ns, "pinned") if e["reason"] == "NotBuilt"], what="event")
     assert events[0]["type"] == "Warning"
     wait_for(lambda: "pinned-0" in pod_names(kube, ns), what="the NodeSet is reconciled all the same")
+
+
+def test_min_ready_seconds_holds_availability_back(kube: Kube, cluster: str) -> None:
+    """A Ready pod counts as available only after `minReadySeconds` (as a StatefulSet's); no condition names it."""
+    ns = cluster
+    apply_nodeset(kube, ns, "steady", replicas=1, minReadySeconds=6)
+    status = wait_for(
+        lambda: (s := nodeset(kube, ns, "steady").get("status") or {}).get("readyReplicas") == 1 and s, 90
+    )
+    assert status.get("availableReplicas") == 0, status
+    wait_for(lambda: nodeset(kube, ns, "steady").get("status", {}).get("availableReplicas") == 1, 20, "available")
+    assert condition(nodeset(kube, ns, "steady"), "FieldsSupported")["status"] == "True"

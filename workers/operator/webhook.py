@@ -41,7 +41,7 @@ def handle(route: str, body: dict[str, Any]) -> dict[str, Any]:
         "kind": (request.get("kind") or {}).get("kind"),
         "operation": request.get("operation"),
         "namespace": request.get("namespace"),
-        "name": request.get("name"),
+        "object": request.get("name"),
         "user": (request.get("userInfo") or {}).get("username"),
         "allowed": response["allowed"],
         "ms": round((time.perf_counter() - started) * 1000, 2),

@@ -65,3 +65,20 @@ def test_on_delete_and_up_to_date_pods_replace_nothing() -> None:
     pods = [versioned("cpu-0", 0), versioned("cpu-1", 1)]
     assert update_victims(nodeset({"type": "OnDelete"}), pods, NEW, 2) == []
     assert update_victims(nodeset(), [versioned("cpu-0", 0, NEW)], NEW, 1) == []
+
+
+def test_min_ready_seconds_counts_a_new_pod_unavailable_until_it_has_been_ready_that_long() -> None:
+    import datetime as dt
+
+    from slinky.operator.updates import available_in, is_available
+
+    spec = nodeset()
+    spec.spec.min_ready_seconds = 30
+    fresh = versioned("cpu-0", 0, NEW, ready_at="2026-01-01T00:00:00Z")
+    pods = [fresh, versioned("cpu-1", 1)]
+    early = dt.datetime(2026, 1, 1, 0, 0, 20, tzinfo=dt.UTC)
+    later = dt.datetime(2026, 1, 1, 0, 0, 31, tzinfo=dt.UTC)
+    assert available_in(fresh, 30, early) == 10.0 and not is_available(fresh, 30, early)
+    assert update_victims(spec, pods, NEW, 2, now=early) == [], "cpu-0 is not available yet: the budget is used"
+    assert names(update_victims(spec, pods, NEW, 2, now=later)) == ["cpu-1"]
+    assert available_in(versioned("cpu-2", 2, ready=False), 30, later) is None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -268,6 +269,7 @@ class NodeSetReconciler:
             return
         if poll.missing_since:
             self.runtime.requeue_later(self.kind, key, DRIFT_GRACE_SECONDS / 2)
+        self._requeue_when_available(key, nodeset, active)
         registered = await self._registration(key, active, poll)
         await self._status(
             raw,
@@ -279,6 +281,16 @@ class NodeSetReconciler:
             desired=desired,
             more=[registered],
         )
+
+    def _requeue_when_available(self, key: Key, nodeset: NodeSet, active: list[Obj]) -> None:
+        """With ``minReadySeconds``, look again when the next Ready pod becomes available: the status counts it
+        and a rolling update goes on (nothing else would wake the reconcile then)."""
+        if not nodeset.spec.min_ready_seconds:
+            return
+        now = dt.datetime.now(dt.UTC)
+        waits = [w for p in active if (w := updates.available_in(p, nodeset.spec.min_ready_seconds, now))]
+        if waits:
+            self.runtime.requeue_later(self.kind, key, min(waits) + 0.1)
 
     async def _registration(self, key: Key, active: list[Obj], poll: ControllerPoll) -> Condition:
         """``SlurmdRegistered``: the pods whose running slurmd has not joined Slurm for a while, quoting slurmd."""

@@ -6,6 +6,7 @@ A condition that turns False posts one Warning Event naming what to fix (docs/op
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
@@ -36,12 +37,14 @@ def status_counts(
     nodes = poll.nodes if poll else {}
     states = [nodes[h].states for p in live if (h := hostname_of(p)) in nodes]
     ready = sum(1 for p in live if updates.is_ready(p))
+    now = dt.datetime.now(dt.UTC)
+    available = sum(1 for p in live if updates.is_available(p, nodeset.spec.min_ready_seconds, now))
     if desired is None:
         desired = nodeset.spec.replicas if nodeset.spec.replicas is not None else 1
     status: Obj = {
         "replicas": len(live),
         "readyReplicas": ready,
-        "availableReplicas": ready,
+        "availableReplicas": available,
         "updatedReplicas": sum(
             1
             for p in live
