@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from slinky.dev import real_nodes
+
 
 def add_parser(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser("dev", help="run the local stack (kube, Slurm, Temporal)")
@@ -26,7 +28,7 @@ def add_parser(sub: Any) -> None:
     up.add_argument(
         "--real-nodes",
         type=int,
-        default=4,
+        default=real_nodes.CLUSTER_NODES_DEFAULT,
         metavar="R",
         help="real Kubernetes nodes for the Slurm clusters: kubelet, kube-proxy and containerd in network "
         "namespaces (0: none; at most 4)",

@@ -48,6 +48,8 @@ POD_NETWORK: Final = ipaddress.IPv4Network("10.226.64.0/18")
 SERVICE_NETWORK: Final = ipaddress.IPv4Network("10.96.0.0/16")
 CLUSTER_DOMAIN: Final = "cluster.local"
 NODE_PREFIX: Final = "slinky-real"
+CLUSTER_NODES_DEFAULT: Final = 4
+"""The clusters' real nodes `dev up` starts unless told (`--real-nodes`): a NodeSet of four pods fits (one per node)."""
 NETNS_PREFIX: Final = "slinky-rn"
 MOUNT_DIR: Final = Path("/run/slinky-dev/mnt")
 CNI_BIN: Final = Path("/usr/lib/cni")

@@ -1869,7 +1869,13 @@ def kill(name: str) -> int | None:
 
 
 def up(
-    *, nodes: int = 8, slurmd: int = 0, workers: bool = True, worker_nodes: int = 4, real: int = 4, real_bridge: int = 2
+    *,
+    nodes: int = 8,
+    slurmd: int = 0,
+    workers: bool = True,
+    worker_nodes: int = 4,
+    real: int = real_nodes.CLUSTER_NODES_DEFAULT,
+    real_bridge: int = 2,
 ) -> int:
     started = time.monotonic()
     down_before = crashed()

@@ -137,7 +137,8 @@ def orphan(kubectl: Kubectl, ns: str) -> str:
 
 def test_real_nodes_are_ready_with_containerd(kubectl: Kubectl, orphan: str) -> None:
     nodes = kubectl.json("nodes", "-l", real_nodes.NODE_LABEL)["items"]
-    assert sorted(n["metadata"]["name"] for n in nodes) == [n.name for n in NODES]
+    expected = [real_nodes.RealNode(i).name for i in range(1, real_nodes.CLUSTER_NODES_DEFAULT + 1)]
+    assert sorted(n["metadata"]["name"] for n in nodes) == expected
     for node in nodes:
         assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://1.6")
         assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.20.2"
