@@ -235,7 +235,9 @@ def cluster(kube: Kube, dev_env: dict[str, str], tmp_path_factory: pytest.TempPa
         for plural in ("controllers", "nodesets", "loginsets", "restapis", "accountings"):
             for item in objects.list_namespaced_custom_object(GROUP, VERSION, ns, plural)["items"]:
                 objects.delete_namespaced_custom_object(GROUP, VERSION, ns, plural, item["metadata"]["name"])
-        deadline = time.monotonic() + 60
+        # Not until every pod is gone: slurmd pods whose slurmctld went first end after their grace period; the
+        # namespace's deletion below takes whatever is left.
+        deadline = time.monotonic() + 20
         while kube.pods(ns) and time.monotonic() < deadline:
             time.sleep(0.5)
         stop_operator(operator.proc)

@@ -153,8 +153,13 @@ def cluster(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
     finally:
         for kind in KINDS:  # the Controller first: a NodeSet deleted before it starts one more reconfigure
             kubectl(dev_env, "-n", ns, "delete", kind, "--all", "--wait=false", check=False)
+
+        def cluster_pods() -> list[Any]:  # the chart's own pods go with the uninstall below
+            pods = get(dev_env, ns, "pods").get("items") or []
+            return [p for p in pods if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") != RELEASE]
+
         with contextlib.suppress(AssertionError):
-            wait_for(lambda: not get(dev_env, ns, "pods").get("items"), 120, "the cluster's pods gone")
+            wait_for(lambda: not cluster_pods(), 30, "the cluster's pods gone")  # the namespace takes the rest
         kubectl(dev_env, "-n", ns, "delete", "pvc", "--all", check=False)
         with contextlib.suppress(Exception):
             chart.uninstall(RELEASE, timeout=60)
