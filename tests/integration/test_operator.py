@@ -118,3 +118,28 @@ def test_min_ready_seconds_holds_availability_back(kube: Kube, cluster: str) -> 
     assert status.get("availableReplicas") == 0, status
     wait_for(lambda: nodeset(kube, ns, "steady").get("status", {}).get("availableReplicas") == 1, 20, "available")
     assert condition(nodeset(kube, ns, "steady"), "FieldsSupported")["status"] == "True"
+
+
+def test_a_slurmd_that_never_joins_slurm_is_named_quoting_slurmd(kube: Kube, cluster: str) -> None:
+    """A NodeSet of a Controller whose slurmctld address is wrong (a closed port): the pod runs, its slurmd cannot
+    fetch its configuration, and after the grace period `SlurmdRegistered` is False naming the pod, with slurmd's
+    own last error line. The other conditions read healthy: only this one can tell."""
+    from tests.integration.operator_fixtures import GROUP, VERSION, objects
+
+    ns = cluster
+    lost = objects(kube).get_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "slurm")
+    lost["metadata"] = {"name": "lost"}
+    lost["spec"]["externalConfig"]["port"] = 9  # nothing listens: slurmd's configless fetch fails
+    objects(kube).create_namespaced_custom_object(GROUP, VERSION, ns, "controllers", lost)
+    apply_nodeset(kube, ns, "astray", replicas=1, controllerRef={"name": "lost"})
+    cond = wait_for(
+        lambda: (c := condition(nodeset(kube, ns, "astray"), "SlurmdRegistered")) and c["status"] == "False" and c,
+        120,
+        "SlurmdRegistered=False",
+    )
+    assert cond["reason"] == "NotRegistered", cond
+    assert "pod astray-0: slurmd runs but Slurm node astray-0 is not registered after" in cond["message"]
+    assert "slurmd says: [" in cond["message"], cond["message"]  # a line of its log, with its time
+    assert condition(nodeset(kube, ns, "astray"), "ControllerReady")["status"] == "True"
+    events = wait_for(lambda: [e for e in kube.events(ns, "astray") if e["reason"] == "NotRegistered"], what="event")
+    assert events[0]["type"] == "Warning"
