@@ -17,6 +17,9 @@ CONDITION: Final = "SlurmdRegistered"
 GRACE_SECONDS: Final = 30.0
 """How long a running slurmd may stay unregistered before the condition says so (a slurmd registers within a
 second of its start; a configless fetch retries every 10 s)."""
+FORGET_SECONDS: Final = 4 * GRACE_SECONDS
+"""A node not seen unregistered this long is forgotten (scaled away); a pod the drift repair deletes and makes
+again is back well within it (its deletion waits for the kubelet's status sync, up to 10 s, and more under load)."""
 SHOWN: Final = 3
 """Pods named in the message at most (the count says how many there are)."""
 
@@ -39,44 +42,49 @@ def track(
     pods: Iterable[Mapping[str, Any]],
     hostname: Mapping[str, str],
     registered: Iterable[str],
-    since: MutableMapping[str, float],
+    since: MutableMapping[str, tuple[float, float, str]],
     now: float,
     *,
     container: str = "slurmd",
 ) -> list[Unregistered]:
-    """Update ``since`` (Slurm node name -> when first seen missing while its slurmd ran) and return the pods past
-    :data:`GRACE_SECONDS`, longest first. ``hostname`` maps each pod's name to its Slurm node's; a node that
-    registers, or that no pod is for any more, is forgotten. A pod made again under the same name keeps its
-    node's time, so a pod deleted and made again in a loop still shows."""
+    """Update ``since`` (Slurm node name -> (first seen missing while its slurmd ran, last seen so, its pod)) and
+    return the nodes past :data:`GRACE_SECONDS`, longest first, whether or not their pod runs at this moment: the
+    drift repair deletes such a pod and makes it again, and the condition must not flap meanwhile. ``hostname``
+    maps each pod's name to its Slurm node's. A node that registers is forgotten at once; one not seen
+    unregistered for :data:`FORGET_SECONDS` is forgotten too (scaled away)."""
     known = set(registered)
     waiting: dict[str, str] = {}
-    present: set[str] = set()
     for pod in pods:
         meta = pod.get("metadata") or {}
         name = str(meta.get("name") or "")
         node = hostname.get(name, name)
-        present.add(node)
         if meta.get("deletionTimestamp") or node in known or not _running(pod, container):
             continue
         waiting[node] = name
-    for node in [n for n in since if n in known or n not in present]:
+    gone = [n for n, (_, last, _) in since.items() if n not in waiting and now - last > FORGET_SECONDS]
+    for node in [n for n in since if n in known] + gone:
         del since[node]
-    out = []
     for node, pod_name in waiting.items():
-        first = since.setdefault(node, now)
-        if now - first >= GRACE_SECONDS:
-            out.append(Unregistered(pod_name, node, now - first))
+        first = since[node][0] if node in since else now
+        since[node] = (first, now, pod_name)
+    out = [
+        Unregistered(pod, node, now - first) for node, (first, _, pod) in since.items() if now - first >= GRACE_SECONDS
+    ]
     return sorted(out, key=lambda u: (-u.seconds, u.pod))
 
 
 def condition(found: list[Unregistered], quotes: Mapping[str, str]) -> tuple[str, str, str, str]:
-    """(type, status, reason, message): True ``Registered``, or False ``NotRegistered`` naming the pods, how long,
-    and slurmd's last log line of each (``quotes``: pod name -> line)."""
+    """(type, status, reason, message): True ``Registered``, or False ``NotRegistered`` naming the pods and
+    slurmd's last log line of each (``quotes``: pod name -> line). The message says "for more than" the grace
+    period, not how long: it changes only when the pods or slurmd's words do (each change is a status write)."""
     if not found:
         return (CONDITION, "True", "Registered", "every running slurmd pod's node is in Slurm")
     parts = []
     for item in found[:SHOWN]:
-        text = f"pod {item.pod}: slurmd runs but Slurm node {item.node} is not registered after {item.seconds:.0f}s"
+        text = (
+            f"pod {item.pod}: slurmd runs but Slurm node {item.node} has not registered for more than "
+            f"{GRACE_SECONDS:.0f}s"
+        )
         quote = quotes.get(item.pod, "").strip()
         parts.append(f"{text}; slurmd says: {quote}" if quote else text)
     more = f" (and {len(found) - SHOWN} more)" if len(found) > SHOWN else ""

@@ -29,7 +29,10 @@ Obj = dict[str, Any]
 
 DRIFT_GRACE_SECONDS = 15.0
 QUOTE_SECONDS = 20.0
-"""How long a slurmd log line read for a condition is reused."""
+"""How long a slurmd log line read for a condition is reused before the log is read again."""
+QUOTE_KEEP_SECONDS = 120.0
+"""How long the last line read is kept for a pod name whose log says nothing new (a pod made again)."""
+LOG_TAIL = {"container": "slurmd", "tailLines": 20}
 """A Ready pod whose Slurm node has been missing this long is deleted and made again (drift repair)."""
 
 
@@ -50,28 +53,29 @@ class PodSteps:
         self.pods = pods
         self.nodes = nodes
         self._quotes: dict[str, tuple[float, str]] = {}
-        """Pod uid -> (when read, slurmd's last words): the log is read at most every QUOTE_SECONDS per pod."""
+        """<namespace>/<pod name> -> (when read, slurmd's last words)."""
 
-    async def last_words(self, pod: Obj) -> str:
-        """slurmd's most telling recent log line (registration.last_words), for the SlurmdRegistered condition;
-        "" when the log cannot be read."""
-        meta = pod["metadata"]
-        cached = self._quotes.get(meta["uid"])
-        if cached is not None and time.monotonic() - cached[0] < QUOTE_SECONDS:
+    async def last_words(self, namespace: str, name: str) -> str:
+        """slurmd's most telling recent log line (registration.last_words) of pod ``name``, for the
+        SlurmdRegistered condition. Read at most every QUOTE_SECONDS per pod name; a pod made again under the name
+        (or gone for the moment) keeps the last line read, for QUOTE_KEEP_SECONDS, so the condition does not
+        change with each new pod. "" when nothing was ever read."""
+        key = f"{namespace}/{name}"
+        now = time.monotonic()
+        self._quotes = {k: v for k, v in self._quotes.items() if now - v[0] < QUOTE_KEEP_SECONDS}
+        cached = self._quotes.get(key)
+        if cached is not None and now - cached[0] < QUOTE_SECONDS:
             return cached[1]
-        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/log"
         try:
-            text = await self.kube.get_text(path, {"container": "slurmd", "tailLines": 20})
+            text = await self.kube.get_text(f"/api/v1/namespaces/{namespace}/pods/{name}/log", LOG_TAIL)
         except KubeError as err:
-            logger.debug("log of %s/%s: %s", meta["namespace"], meta["name"], err)
+            logger.debug("log of %s: %s", key, err)
             text = ""
         words = registration.last_words(text)
-        self._quotes = {uid: v for uid, v in self._quotes.items() if uid in self._live_uids()}
-        self._quotes[meta["uid"]] = (time.monotonic(), words)
-        return words
-
-    def _live_uids(self) -> set[str]:
-        return {p["metadata"]["uid"] for p in self.pods.values()}
+        if words and not words.startswith("unable to retrieve container logs"):  # a container being replaced
+            self._quotes[key] = (now, words)
+            return words
+        return cached[1] if cached is not None else ""
 
     def node_of(self, pod: Obj) -> Obj | None:
         """The Kubernetes node the pod runs on (cluster-scoped: cached under namespace "")."""

@@ -117,8 +117,8 @@ class NodeSetReconciler:
         )
         self.steps = PodSteps(runtime, slurm, self.node_polls, self.pods, self.kube_nodes)
         self._pdbs: set[Key] = set()
-        self._unregistered: dict[Key, dict[str, float]] = {}
-        """Per NodeSet: Slurm node name -> since when its running slurmd has not registered (monotonic)."""
+        self._unregistered: dict[Key, dict[str, tuple[float, float, str]]] = {}
+        """Per NodeSet: Slurm node name -> (since, last seen) its running slurmd has not registered (monotonic)."""
 
     # ------------------------------------------------------------------------------------ what the rest reads
     @property
@@ -270,7 +270,7 @@ class NodeSetReconciler:
         if poll.missing_since:
             self.runtime.requeue_later(self.kind, key, DRIFT_GRACE_SECONDS / 2)
         self._requeue_when_available(key, nodeset, active)
-        registered = await self._registration(key, active, poll)
+        registered = await self._registration(key, owned, poll)
         await self._status(
             raw,
             nodeset,
@@ -292,15 +292,14 @@ class NodeSetReconciler:
         if waits:
             self.runtime.requeue_later(self.kind, key, min(waits) + 0.1)
 
-    async def _registration(self, key: Key, active: list[Obj], poll: ControllerPoll) -> Condition:
+    async def _registration(self, key: Key, owned: list[Obj], poll: ControllerPoll) -> Condition:
         """``SlurmdRegistered``: the pods whose running slurmd has not joined Slurm for a while, quoting slurmd."""
         since = self._unregistered.setdefault(key, {})
-        hostnames = {p["metadata"]["name"]: hostname_of(p) for p in active}
-        found = registration.track(active, hostnames, poll.nodes, since, time.monotonic())
+        hostnames = {p["metadata"]["name"]: hostname_of(p) for p in owned}
+        found = registration.track(owned, hostnames, poll.nodes, since, time.monotonic())
         if since:  # look again when the grace period of the earliest ends, and while it lasts
             self.runtime.requeue_later(self.kind, key, registration.GRACE_SECONDS / 3)
-        by_name = {p["metadata"]["name"]: p for p in active}
-        quotes = {u.pod: await self.steps.last_words(by_name[u.pod]) for u in found[: registration.SHOWN]}
+        quotes = {u.pod: await self.steps.last_words(key[0], u.pod) for u in found[: registration.SHOWN]}
         return registration.condition(found, quotes)
 
     async def _status(
