@@ -237,7 +237,7 @@ def cluster(kube: Kube, dev_env: dict[str, str], tmp_path_factory: pytest.TempPa
                 objects.delete_namespaced_custom_object(GROUP, VERSION, ns, plural, item["metadata"]["name"])
         # Not until every pod is gone: slurmd pods whose slurmctld went first end after their grace period; the
         # namespace's deletion below takes whatever is left.
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 10
         while kube.pods(ns) and time.monotonic() < deadline:
             time.sleep(0.5)
         stop_operator(operator.proc)

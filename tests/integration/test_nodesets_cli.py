@@ -125,6 +125,7 @@ def test_list_show_and_the_scale_in_of_a_nodeset(kube: Kube, cluster: str, dev_e
             "SpecValid": "True",
             "ScaleInProgress": "False",
             "FieldsSupported": "True",
+            "SlurmdRegistered": "True",
         }
         assert detail["scaleIns"] == []
         text = slinky(dev_env, "show", name, "-n", ns)

@@ -7,6 +7,8 @@ real slurmd pods with real jobs).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.integration.cluster import Kube
@@ -132,11 +134,12 @@ def test_a_slurmd_that_never_joins_slurm_is_named_quoting_slurmd(kube: Kube, clu
     lost["spec"]["externalConfig"]["port"] = 9  # nothing listens: slurmd's configless fetch fails
     objects(kube).create_namespaced_custom_object(GROUP, VERSION, ns, "controllers", lost)
     apply_nodeset(kube, ns, "astray", replicas=1, controllerRef={"name": "lost"})
-    cond = wait_for(
-        lambda: (c := condition(nodeset(kube, ns, "astray"), "SlurmdRegistered")) and c["status"] == "False" and c,
-        120,
-        "SlurmdRegistered=False",
-    )
+
+    def said() -> dict[str, Any]:  # slurmd's words join the message once its log has them (next reconcile)
+        c = condition(nodeset(kube, ns, "astray"), "SlurmdRegistered")
+        return c if c.get("status") == "False" and "slurmd says:" in c.get("message", "") else {}
+
+    cond = wait_for(said, 150, "SlurmdRegistered=False quoting slurmd")
     assert cond["reason"] == "NotRegistered", cond
     assert "pod astray-0: slurmd runs but Slurm node astray-0 has not registered for more than 30s" in cond["message"]
     assert "slurmd says: [" in cond["message"], cond["message"]  # a line of its log, with its time

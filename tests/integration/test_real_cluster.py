@@ -159,7 +159,7 @@ def cluster(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
             return [p for p in pods if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") != RELEASE]
 
         with contextlib.suppress(AssertionError):
-            wait_for(lambda: not cluster_pods(), 30, "the cluster's pods gone")  # the namespace takes the rest
+            wait_for(lambda: not cluster_pods(), 15, "the cluster's pods gone")  # the namespace takes the rest
         kubectl(dev_env, "-n", ns, "delete", "pvc", "--all", check=False)
         with contextlib.suppress(Exception):
             chart.uninstall(RELEASE, timeout=60)

@@ -51,8 +51,9 @@ def ns(kubectl: Kubectl) -> Iterator[str]:
     kubectl("create", "namespace", name)
     yield name
     kubectl("delete", "namespace", name, "--wait=false", check=False)
-    # After a node's containerd was killed and restarted, its kubelet takes a while to stop the last containers.
-    eventually(lambda: not kubectl("get", "namespace", name, "--ignore-not-found"), 300, f"namespace {name} gone")
+    # After a node's containerd was killed and restarted, its kubelet takes a while (about a minute) to stop the
+    # last containers: the namespace goes meanwhile, while the next module runs; here only that it is going.
+    eventually(lambda: "Terminating" in kubectl("get", "namespace", name, "--ignore-not-found"), 30, "going")
 
 
 def pod(ns: str, name: str, node: real_nodes.RealNode, command: list[str], labels: dict[str, str]) -> dict[str, Any]:
