@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import ssl
 import sys
@@ -17,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Container
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -154,3 +156,16 @@ class AdmissionHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+
+def serve_until_signalled(server: AdmissionServer) -> None:
+    """Serve until SIGTERM or SIGINT, then stop accepting and return (in-flight reviews finish)."""
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        log.info("stopping on signal %d", signum)
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    with server:
+        server.serve_forever(poll_interval=0.5)

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from slinky import admission_review as admission_review_envelope
 from slinky import wellknown
 from slinky.bridge.translate.annotations import parse_annotations
 from slinky.bridge.translate.errors import TranslationError
@@ -29,7 +30,7 @@ from slinky.bridge.translate.errors import TranslationError
 Obj = dict[str, Any]
 Kind = Literal["mutate", "validate"]
 
-API_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+API_VERSIONS: Final = admission_review_envelope.API_VERSIONS
 DEFAULT_SCHEDULER: Final = "default-scheduler"
 BRIDGE_SERVICE_ACCOUNT: Final = "system:serviceaccount:slinky:slurm-bridge"
 """The bridge's identity in the chart (namespace ``slinky``, service account ``slurm-bridge``)."""
@@ -199,17 +200,12 @@ def review(
     Raises:
         ValueError: Not an AdmissionReview with a request (the server answers 400).
     """
-    api_version = admission_review.get("apiVersion")
-    if api_version not in API_VERSIONS or admission_review.get("kind") != "AdmissionReview":
-        raise ValueError(f"not an AdmissionReview of {' or '.join(API_VERSIONS)}")
-    request = admission_review.get("request")
-    if not isinstance(request, Mapping) or not request.get("uid"):
-        raise ValueError("AdmissionReview without request.uid")
+    api_version, request = admission_review_envelope.request_of(admission_review)
     if kind == "mutate":
         response = _mutate(request, settings, namespace_managed)
     else:
         response = _validate(request, settings, namespace_managed)
-    return {"apiVersion": api_version, "kind": "AdmissionReview", "response": {"uid": request["uid"], **response}}
+    return admission_review_envelope.wrap(api_version, request, response)
 
 
 def is_pod(request: Mapping[str, Any]) -> bool:

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from slinky import admission_review as envelope
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.tokens import InvalidDuration, parse_duration
 from slinky.operator.validation import nodeset_problems
@@ -98,23 +99,31 @@ def nodeset(old: Obj | None, new: Obj) -> list[str]:
     return out
 
 
+def _external(spec: Obj) -> list[str]:
+    """An external component needs only its address (everything else is ignored)."""
+    if _ref(spec, "externalConfig").get("host"):
+        return []
+    return ["spec.externalConfig.host is required when spec.external is true"]
+
+
+def _jwt_key(spec: Obj) -> str:
+    """The JWT key field in use: ``jwtKeyRef``, or the deprecated ``jwtHs256KeyRef`` when only it is set."""
+    return "jwtHs256KeyRef" if _ref(spec, "jwtHs256KeyRef") and not _ref(spec, "jwtKeyRef") else "jwtKeyRef"
+
+
 def controller(old: Obj | None, new: Obj) -> list[str]:
     spec = _spec(new)
     if spec.get("external"):
-        host = _ref(spec, "externalConfig").get("host")
-        return [] if host else ["spec.externalConfig.host is required when spec.external is true"]
+        return _external(spec)
     out = slurm_conf_problems(spec.get("extraConf"), "spec.extraConf")
     out += _required_ref(spec, "slurmKeyRef", "the cluster's slurm.key (auth/slurm)")
-    if not (_ref(spec, "jwtKeyRef") or _ref(spec, "jwtHs256KeyRef")):
-        out.append("spec.jwtKeyRef needs a name and a key: the cluster's JWT key (the operator signs with it)")
-    return out
+    return out + _required_ref(spec, _jwt_key(spec), "the cluster's JWT key (the operator signs with it)")
 
 
 def accounting(old: Obj | None, new: Obj) -> list[str]:
     spec = _spec(new)
     if spec.get("external"):
-        host = _ref(spec, "externalConfig").get("host")
-        return [] if host else ["spec.externalConfig.host is required when spec.external is true"]
+        return _external(spec)
     out = slurm_conf_problems(spec.get("extraConf"), "spec.extraConf")
     storage = _ref(spec, "storageConfig")
     missing = [f for f in ("host", "username") if not storage.get(f)]
@@ -138,14 +147,12 @@ def restapi(old: Obj | None, new: Obj) -> list[str]:
 
 def token(old: Obj | None, new: Obj) -> list[str]:
     spec = _spec(new)
-    out = []
-    key = _ref(spec, "jwtKeyRef") or _ref(spec, "jwtHs256KeyRef")
-    if not (key.get("name") and key.get("key")):
-        out.append("spec.jwtKeyRef needs a name and a key: the HS256 key the token is signed with")
-    namespace = key.get("namespace")
+    field = _jwt_key(spec)
+    out = _required_ref(spec, field, "the HS256 key the token is signed with")
+    namespace = _ref(spec, field).get("namespace")
     own = (new.get("metadata") or {}).get("namespace")
     if namespace and own and namespace != own:
-        out.append(f"spec.jwtKeyRef must be in the Token's namespace {own!r}, not {namespace!r}")
+        out.append(f"spec.{field} must be in the Token's namespace {own!r}, not {namespace!r}")
     if spec.get("lifetime"):
         try:
             parse_duration(str(spec["lifetime"]))
@@ -175,9 +182,6 @@ def review(kind: str, operation: str, old: Obj | None, new: Obj | None) -> list[
     return rules(old if operation == "UPDATE" else None, new)
 
 
-API_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
-
-
 def answer(admission_review: Mapping[str, Any]) -> dict[str, Any]:
     """Answer one AdmissionReview (the API server's body) with an AdmissionReview of the same apiVersion:
     allowed, or denied with HTTP 422 ``Invalid`` and every denial of the object, which kubectl prints as
@@ -186,22 +190,17 @@ def answer(admission_review: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         ValueError: Not an AdmissionReview with a request (the server answers 400).
     """
-    api_version = admission_review.get("apiVersion")
-    if api_version not in API_VERSIONS or admission_review.get("kind") != "AdmissionReview":
-        raise ValueError(f"not an AdmissionReview of {' or '.join(API_VERSIONS)}")
-    request = admission_review.get("request")
-    if not isinstance(request, Mapping) or not request.get("uid"):
-        raise ValueError("AdmissionReview without request.uid")
+    api_version, request = envelope.request_of(admission_review)
     kind = str((request.get("kind") or {}).get("kind") or "")
     new, old = request.get("object"), request.get("oldObject")
     denials = review(kind, str(request.get("operation") or ""), old, new)
-    response: dict[str, Any] = {"uid": request["uid"], "allowed": not denials}
+    response: dict[str, Any] = {"allowed": not denials}
     if denials:
         where = (
             f"{request.get('namespace') or ''}/{request.get('name') or ((new or {}).get('metadata') or {}).get('name')}"
         )
         response["status"] = {"code": 422, "reason": "Invalid", "message": f"{kind} {where}: " + "; ".join(denials)}
-    return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}
+    return envelope.wrap(api_version, request, response)
 
 
 RESOURCES: Final = ("accountings", "controllers", "loginsets", "nodesets", "restapis", "tokens")

@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import threading
 import time
 from collections.abc import Sequence
-from types import FrameType
 from typing import Any, Final
 
 from slinky.bridge import admission
 from slinky.config import Settings
 from slinky.telemetry import configure_logging
-from workers.admission_server import AdmissionServer, ServingCert
+from workers.admission_server import AdmissionServer, ServingCert, serve_until_signalled
 
 log = logging.getLogger("slinky.webhook")
 
@@ -116,13 +113,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def serve(args: argparse.Namespace) -> None:
     settings = settings_from(args)
     server = WebhookServer((args.bind, args.port), settings, ServingCert(args.cert, args.key))
-
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        log.info("stopping on signal %d", signum)
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     log.info(
         "webhook listening",
         extra={
@@ -133,8 +123,7 @@ def serve(args: argparse.Namespace) -> None:
             "bridge_usernames": sorted(settings.bridge_usernames),
         },
     )
-    with server:
-        server.serve_forever(poll_interval=0.5)
+    serve_until_signalled(server)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import threading
 import time
 from collections.abc import Sequence
-from types import FrameType
 from typing import Any, Final
 
 from slinky.config import Settings
 from slinky.operator import admission
 from slinky.telemetry import configure_logging
-from workers.admission_server import AdmissionServer, ServingCert
+from workers.admission_server import AdmissionServer, ServingCert, serve_until_signalled
 
 log = logging.getLogger("slinky.operator.webhook")
 
@@ -64,16 +61,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def serve(args: argparse.Namespace) -> None:
     server = AdmissionServer((args.bind, args.port), ServingCert(args.cert, args.key), {ROUTE}, handle)
-
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        log.info("stopping on signal %d", signum)
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     log.info("operator webhook listening", extra={"address": f"https://{args.bind}:{args.port}{ROUTE}"})
-    with server:
-        server.serve_forever(poll_interval=0.5)
+    serve_until_signalled(server)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
