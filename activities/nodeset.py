@@ -11,18 +11,34 @@ import logging
 from typing import Any, Protocol
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from slinky import wellknown
-from slinky.clients.errors import KubeConflict, KubeNotFound, SlurmNotFound
+from slinky.clients.errors import KubeConflict, KubeNotFound, SlurmNotFound, SlurmRejected
 from slinky.clients.events import EventRecorder, pod_event
 from slinky.clients.kube import KubeClient, pod_path
-from slinky.clients.slurm import SlurmApi
+from slinky.clients.slurm import ReservationDesc, SlurmApi
 from slinky.clients.slurm.joblist import JobList
+from slinky.hostlist import expand as expand_hostlist
 from slinky.operator import slurm_state
-from slinky.operator.models import ControllerKey, DrainInput, NodeRef, NodeSetEventInput, PodRef, SlurmNodeView
+from slinky.operator.models import (
+    ControllerKey,
+    DrainInput,
+    NodeRef,
+    NodeSetEventInput,
+    PodRef,
+    ReservationRef,
+    ReservationSpec,
+    ReservationView,
+    SlurmNodeView,
+)
 
 logger = logging.getLogger(__name__)
 COMPONENT = "slurm-operator"
+NODES_BUSY = 2016
+"""ESLURM_NODES_BUSY: slurmctld refuses to delete a node that an active reservation holds."""
+RESERVATION_USER = "slurm"
+"""The reservation's one user (upstream's): nothing but the operator's own work runs in the window."""
 
 
 class SlurmClients(Protocol):
@@ -52,7 +68,12 @@ async def read_node(slurm: SlurmApi, name: str, jobs: JobList | None = None, *, 
     if node is None:
         return SlurmNodeView(name=name, exists=False, jobs=on_node.ids)
     return SlurmNodeView(
-        name=name, states=list(node.state), reason=node.reason, jobs=on_node.ids, deadline=on_node.deadline_text()
+        name=name,
+        states=list(node.state),
+        reason=node.reason,
+        reservation=node.reservation,
+        jobs=on_node.ids,
+        deadline=on_node.deadline_text(),
     )
 
 
@@ -164,6 +185,68 @@ class NodeSetActivities:
             await slurm.delete_node(ref.node)
         except SlurmNotFound:
             return
+        except SlurmRejected as err:
+            if node.reservation and err.error_number == NODES_BUSY:
+                # An active reservation (a ScheduledUpdate's window) holds the record: it stays, DOWN, and the
+                # replacement pod's slurmd (same name) registers into it, still in the reservation.
+                logger.info("Slurm node %s stays: reservation %s holds it", ref.node, node.reservation)
+                return
+            raise
+
+    @activity.defn(name="nodeset_reserve")
+    async def reserve(self, spec: ReservationSpec) -> ReservationView:
+        """Create or update the ScheduledUpdate's reservation over the nodes Slurm knows (a node that left
+        meanwhile is left out). Slurm's refusal (e.g. a flag it rejects) is not retried: its words end the window
+        and show on the NodeSet's ReservationCreated condition."""
+        slurm = await self.slurm.client(spec.ref.controller)
+        known = {n.name for n in await slurm.list_nodes()}
+        nodes = [n for n in spec.nodes if n in known]
+        if spec.full:
+            desc = ReservationDesc(
+                name=spec.ref.name,
+                start_time=spec.start,
+                duration=spec.minutes,
+                flags=spec.flags,
+                users=[RESERVATION_USER],
+                node_list=nodes,
+            )
+        else:
+            desc = ReservationDesc(name=spec.ref.name, node_list=nodes)
+        if not nodes:
+            raise ApplicationError(f"none of {spec.nodes} is a Slurm node", type="NoNodes", non_retryable=True)
+        try:
+            await slurm.upsert_reservation(desc)
+        except SlurmRejected as err:
+            raise ApplicationError(str(err), type="ReservationRefused", non_retryable=True) from None
+        return await self._view(slurm, spec.ref.name)
+
+    @activity.defn(name="nodeset_read_reservation")
+    async def read_reservation(self, ref: ReservationRef) -> ReservationView:
+        return await self._view(await self.slurm.client(ref.controller), ref.name)
+
+    @activity.defn(name="nodeset_release_reservation")
+    async def release_reservation(self, ref: ReservationRef) -> bool:
+        """Delete the reservation; False when Slurm had none of that name (already ended or deleted)."""
+        slurm = await self.slurm.client(ref.controller)
+        try:
+            await slurm.delete_reservation(ref.name)
+        except SlurmNotFound:
+            return False
+        return True
+
+    @staticmethod
+    async def _view(slurm: SlurmApi, name: str) -> ReservationView:
+        try:
+            res = await slurm.get_reservation(name)
+        except SlurmNotFound:
+            return ReservationView(name=name, exists=False)
+        return ReservationView(
+            name=name,
+            start=res.start_time,
+            end=res.end_time,
+            nodes=expand_hostlist(res.node_list),
+            flags=list(res.flags),
+        )
 
     @activity.defn(name="nodeset_record_event")
     async def record_event(self, inp: NodeSetEventInput) -> None:
@@ -184,4 +267,7 @@ class NodeSetActivities:
             self.pod_gone,
             self.forget_node,
             self.record_event,
+            self.reserve,
+            self.read_reservation,
+            self.release_reservation,
         ]

@@ -160,7 +160,7 @@ class NodeSetScaleInWorkflow:
 
     @staticmethod
     def _drain_input(inp: ScaleInInput) -> DrainInput:
-        reason = (slurm_state.update_reason if inp.cause == "update" else slurm_state.scale_in_reason)(
+        reason = (slurm_state.scale_in_reason if inp.cause == "scale-in" else slurm_state.update_reason)(
             inp.pod.namespace, inp.pod.name
         )
         return DrainInput(controller=inp.controller, node=inp.node, reason=reason)

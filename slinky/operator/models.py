@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-ScaleInCause = Literal["scale-in", "update"]
+ScaleInCause = Literal["scale-in", "update", "scheduled-update"]
 ScaleInPhase = Literal["cordoning", "draining", "deleting", "forgetting", "done"]
 ScaleInOutcome = Literal["deleted", "kept", "aborted", "gone", ""]
 
@@ -48,6 +48,7 @@ class SlurmNodeView(BaseModel):
     exists: bool = True
     states: list[str] = Field(default_factory=list)
     reason: str = ""
+    reservation: str = Field("", description="The reservation the node is in now (Slurm shows an active one).")
     jobs: list[int] = Field(default_factory=list, description="Running jobs holding the node (when read).")
     deadline: str = Field("", description="RFC 3339: when the last of those jobs reaches its time limit.")
 
@@ -95,3 +96,60 @@ class NodeSetEventInput(BaseModel):
     type: Literal["Normal", "Warning"] = "Normal"
     reason: str
     message: str
+
+
+# ---------------------------------------------------------------------------------------- ScheduledUpdate
+ScheduledUpdatePhase = Literal["reserving", "waiting", "open", "ended", "skipped", "refused", "released"]
+
+
+class ReservationRef(BaseModel):
+    """The Slurm reservation of one NodeSet's ScheduledUpdate (``SlurmOperatorMaint-<nodeset>``)."""
+
+    controller: ControllerKey
+    name: str
+
+
+class ReservationSpec(BaseModel):
+    """The MAINT reservation to keep: from ``start`` for ``minutes`` over ``nodes``."""
+
+    ref: ReservationRef
+    start: int = Field(description="UNIX seconds (the NodeSet's scheduledUpdate.startTime).")
+    minutes: int = Field(description="Slurm's reservation duration is whole minutes (scheduledUpdate.duration).")
+    flags: list[str] = Field(description="MAINT and IGNORE_JOBS, then the NodeSet's scheduledUpdate.flags.")
+    nodes: list[str] = Field(description="The Slurm nodes of the NodeSet's pods (those Slurm knows).")
+    full: bool = Field(True, description="False: change only the node list (the only change an active one takes).")
+
+
+class ReservationView(BaseModel):
+    """A reservation as Slurm holds it (`exists=False`: Slurm has none of that name)."""
+
+    name: str
+    exists: bool = True
+    start: int | None = None
+    end: int | None = None
+    nodes: list[str] = Field(default_factory=list)
+    flags: list[str] = Field(default_factory=list)
+
+
+class ScheduledUpdateInput(BaseModel):
+    """Start of `NodeSetScheduledUpdateWorkflow`: one window of one NodeSet's ScheduledUpdate."""
+
+    namespace: str
+    nodeset: str
+    reservation: ReservationSpec
+
+
+class ScheduledUpdateStatus(BaseModel):
+    """The `status` query: where the window is, and what Slurm holds."""
+
+    phase: ScheduledUpdatePhase
+    reservation: str
+    start: int
+    end: int
+    nodes: list[str] = Field(default_factory=list)
+    message: str = ""
+
+
+class ScheduledUpdateResult(BaseModel):
+    phase: ScheduledUpdatePhase
+    message: str = ""

@@ -72,6 +72,15 @@ def update_reason(namespace: str, pod: str) -> str:
     return f"{wellknown.OPERATOR_REASON_PREFIX}Pod ({namespace}/{pod}) is pending termination for update"
 
 
+RECURRING_RESERVATION = frozenset({"HOURLY", "DAILY", "WEEKLY", "WEEKDAY", "WEEKEND"})
+"""Reservation flags with which Slurm moves a reservation to its next occurrence when one ends."""
+
+
+def utc_text(epoch: float) -> str:
+    """RFC 3339 in UTC, to the second (``2026-12-01T02:00:00Z``)."""
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def pod_conditions(states: Iterable[str], reason: str, now: str) -> list[dict[str, Any]]:
     """The 15 conditions of one node's state (`lastTransitionTime` = now; the caller keeps old times)."""
     flags = set(states)

@@ -11,8 +11,9 @@ workflow, so an update waits for the jobs on each node:
   unavailable (not Ready, Ready for less than `minReadySeconds`, being replaced, or missing) stay within
   `maxUnavailable` (25 % of the desired pods, rounded up, at least 1).
 
-`OnDelete` replaces only the pods someone deletes. `ScheduledUpdate` (a Slurm MAINT reservation) is not
-built yet and behaves as `OnDelete` (docs/operator.md).
+`OnDelete` replaces only the pods someone deletes. `ScheduledUpdate` replaces, besides the old pods that are not
+Ready, the old pods whose Slurm nodes are in its MAINT reservation's maintenance now (``maintenance``: the window
+is open; ``scheduled_update``), through the same drain.
 """
 
 from __future__ import annotations
@@ -59,15 +60,23 @@ def is_available(pod: Obj, min_ready_seconds: int | None, now: dt.datetime) -> b
 
 
 def update_victims(
-    nodeset: NodeSet, pods: list[Obj], revision: str, desired: int, now: dt.datetime | None = None
+    nodeset: NodeSet,
+    pods: list[Obj],
+    revision: str,
+    desired: int,
+    now: dt.datetime | None = None,
+    maintenance: frozenset[str] = frozenset(),
 ) -> list[Obj]:
-    """The old-revision pods among `pods` (the ones that stay after scale-in) to replace now, in order."""
+    """The old-revision pods among `pods` (the ones that stay after scale-in) to replace now, in order;
+    `maintenance`: the uids of the pods whose Slurm nodes a ScheduledUpdate's open window holds."""
     strategy = nodeset.spec.update_strategy
-    if strategy.type != "RollingUpdate":
+    if strategy.type == "OnDelete":
         return []
     old = [p for p in pods if revision_of(p) != revision]
     if not old:
         return []
+    if strategy.type == "ScheduledUpdate":
+        return [p for p in old if not is_ready(p) or in_flight(p) or p["metadata"]["uid"] in maintenance]
     budget = max_unavailable(strategy.rolling_update.max_unavailable, desired)
     unhealthy = [p for p in old if not is_ready(p)]
     held = [p for p in old if is_ready(p) and in_flight(p)]

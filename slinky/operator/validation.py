@@ -93,8 +93,6 @@ def not_built(nodeset: NodeSet) -> list[str]:
     out = []
     if spec.volume_claim_templates:
         out.append("spec.volumeClaimTemplates: no PersistentVolumeClaim is made")
-    if spec.update_strategy.type == "ScheduledUpdate":
-        out.append("spec.updateStrategy ScheduledUpdate: no Slurm reservation is made; it behaves as OnDelete")
     if spec.ssh is not None and spec.ssh.enabled:
         out.append("spec.ssh.enabled: no sshd runs in the pods")
     return out

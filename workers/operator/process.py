@@ -44,6 +44,7 @@ from workers.operator.slurm_clients import SlurmClients
 from workers.operator.token import TokenReconciler
 from workflows.nodeset import SA_NAMESPACE, SA_NODESET, SA_PHASE, SA_SLURM_NODE, NodeSetScaleInWorkflow
 from workflows.reconfigure import SA_CONTROLLER, ControllerReconfigureWorkflow
+from workflows.scheduled_update import NodeSetScheduledUpdateWorkflow
 
 logger = logging.getLogger(__name__)
 """List+watch streams the runtime keeps open per watched namespace (or once, cluster-wide), besides the one
@@ -85,7 +86,7 @@ async def run_operator(settings: Settings, stop: asyncio.Event) -> None:
     worker = Worker(
         temporal,
         task_queue=ops.task_queue,
-        workflows=[NodeSetScaleInWorkflow, ControllerReconfigureWorkflow],
+        workflows=[NodeSetScaleInWorkflow, NodeSetScheduledUpdateWorkflow, ControllerReconfigureWorkflow],
         activities=[
             *NodeSetActivities(kube, slurm, events).all(),
             *ClusterActivities(kube, slurm, events, tools_root=ops.slurm_tools_root).all(),

@@ -17,6 +17,7 @@ from slinky.clients.slurm.models import (
     NodeUpdate,
     Partition,
     Reservation,
+    ReservationDesc,
 )
 from slinky.clients.slurm.versions import DEFAULT_API_VERSION, SUPPORTED_API_VERSIONS, Feature
 from slinky.clients.slurm.watcher import JobEvent, JobEventType, JobWatcher
@@ -41,6 +42,7 @@ __all__ = [
     "NodesPage",
     "Partition",
     "Reservation",
+    "ReservationDesc",
     "SlurmApi",
     "SlurmClient",
     "StaticToken",

@@ -70,6 +70,7 @@ from slinky.clients.slurm.models import (
     PartitionsResponse,
     PingResponse,
     Reservation,
+    ReservationDesc,
     ReservationsResponse,
     SlurmdbdDiag,
     SlurmdbdDiagResponse,
@@ -85,6 +86,8 @@ MAX_CONNECTIONS_LIMIT = 124
 
 # Slurm error numbers with a meaning of their own (slurm_errno.h).
 _NOT_FOUND_NUMBERS = frozenset({2017, 2018})  # invalid job id, invalid node name
+RESERVATION_INVALID = 2053
+"""ESLURM_RESERVATION_INVALID: what a DELETE of a reservation that does not exist answers."""
 _CONFLICT_NUMBERS = frozenset({2016, 2168})  # nodes busy, node already exists
 # An immediate allocation that cannot start now: insufficient priority (a higher-priority job waits), or
 # the nodes are busy. Slurm keeps a FAILED record of the attempt (reason BadConstraints) for MinJobAge.
@@ -216,6 +219,9 @@ class SlurmApi(Protocol):
     async def delete_node(self, name: str) -> None: ...
     async def list_partitions(self) -> list[Partition]: ...
     async def list_reservations(self) -> list[Reservation]: ...
+    async def get_reservation(self, name: str) -> Reservation: ...
+    async def upsert_reservation(self, desc: ReservationDesc) -> None: ...
+    async def delete_reservation(self, name: str) -> None: ...
     async def diag(self) -> Diag: ...
     async def slurmdbd_diag(self) -> SlurmdbdDiag: ...
     async def reconfigure(self) -> None: ...
@@ -722,6 +728,45 @@ class SlurmClient:
     async def list_reservations(self) -> list[Reservation]:
         """List reservations."""
         return (await self._call("GET", self._path("reservations"), ReservationsResponse)).reservations
+
+    async def get_reservation(self, name: str) -> Reservation:
+        """Read one reservation.
+
+        Raises:
+            SlurmNotFound: No such reservation (slurmrestd answers error 9000 "Unable to find reservation").
+        """
+        path = self._path(f"reservation/{name}")
+        try:
+            answer = await self._call("GET", path, ReservationsResponse)
+        except SlurmInvalidRequest as err:
+            raise SlurmNotFound(str(err), method="GET", path=path, errors=err.errors) from None
+        for reservation in answer.reservations:
+            if reservation.name == name:
+                return reservation
+        raise SlurmNotFound(f"GET {path} -> reservation {name} not in the answer", method="GET", path=path)
+
+    async def upsert_reservation(self, desc: ReservationDesc) -> None:
+        """Create the reservation, or update the one of that name (``POST reservation``).
+
+        Raises:
+            SlurmNotFound: a node of ``node_list`` is not in Slurm (2018 "Invalid node name specified").
+            SlurmRejected: Slurm refuses it (e.g. nodes busy in another reservation).
+        """
+        await self._call("POST", self._path("reservation"), OpenapiResponse, body=desc.to_request())
+
+    async def delete_reservation(self, name: str) -> None:
+        """Delete a reservation.
+
+        Raises:
+            SlurmNotFound: No such reservation (2053 "Requested reservation is invalid").
+        """
+        path = self._path(f"reservation/{name}")
+        try:
+            await self._call("DELETE", path, OpenapiResponse)
+        except SlurmRejected as err:
+            if any(e.error_number == RESERVATION_INVALID for e in err.errors):
+                raise SlurmNotFound(str(err), method="DELETE", path=path, errors=err.errors) from None
+            raise
 
 
 def _validate(model: type[_ResponseT], data: Any, method: str, path: str, status: int) -> _ResponseT:

@@ -24,7 +24,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from slinky.clients.errors import SlurmError, SlurmErrorEntry
+from slinky.clients.errors import SlurmError, SlurmErrorEntry, SlurmNotFound
 from slinky.clients.slurm import versions
 from slinky.clients.slurm.client import JobsPage, NodesPage, map_error
 from slinky.clients.slurm.models import (
@@ -38,8 +38,10 @@ from slinky.clients.slurm.models import (
     NodeUpdate,
     Partition,
     Reservation,
+    ReservationDesc,
     SlurmdbdDiag,
 )
+from slinky.hostlist import expand as expand_hostlist
 
 __all__ = ["FakeSlurmClient", "compress_hostlist"]
 
@@ -135,6 +137,7 @@ class FakeSlurmClient:
         self.calls: list[str] = []
         self._nodes: dict[str, _FakeNode] = {}
         self._partitions: dict[str, list[str]] = {}
+        self._reservations: dict[str, Reservation] = {}
         self._jobs: dict[int, _FakeJob] = {}
         self._next_job_id = 1
         self._jobs_changed = int(time.time())
@@ -360,10 +363,21 @@ class FakeSlurmClient:
             }
         return JobInfo.model_validate(raw)
 
+    def _active_reservation(self, node: str) -> Reservation | None:
+        now = time.time()
+        for res in self._reservations.values():
+            if node in expand_hostlist(res.node_list) and (res.start_time or 0) <= now < (res.end_time or 0):
+                return res
+        return None
+
     def _node_info(self, node: _FakeNode) -> Node:
         base = "DOWN" if node.down else ("ALLOCATED" if node.job_id is not None or node.stranded else "IDLE")
-        order = ["EXTERNAL", "DRAIN", "DYNAMIC_NORM"]
-        state = [base, *[flag for flag in order if flag in node.flags]]
+        res = self._active_reservation(node.name)
+        flags = set(node.flags)
+        if res is not None:  # slurmctld 26.05's order: ['IDLE', 'RESERVED', 'MAINTENANCE', 'DYNAMIC_NORM']
+            flags |= {"RESERVED", "MAINTENANCE"} if "MAINT" in res.flags else {"RESERVED"}
+        order = ["EXTERNAL", "RESERVED", "MAINTENANCE", "DRAIN", "DYNAMIC_NORM"]
+        state = [base, *[flag for flag in order if flag in flags]]
         return Node.model_validate(
             {
                 "name": node.name,
@@ -381,6 +395,7 @@ class FakeSlurmClient:
                 "hostname": node.name,
                 "port": 6818,
                 "slurmd_start_time": _no_val(0),
+                "reservation": res.name if res is not None else "",
             }
         )
 
@@ -745,6 +760,45 @@ class FakeSlurmClient:
         ]
 
     async def list_reservations(self) -> list[Reservation]:
-        """No reservations."""
+        """The reservations made through :meth:`upsert_reservation`."""
         self._enter("list_reservations")
-        return []
+        return [r.model_copy() for r in self._reservations.values()]
+
+    async def get_reservation(self, name: str) -> Reservation:
+        """One reservation; unknown gives SlurmNotFound as slurmrestd's error 9000 does."""
+        self._enter("get_reservation")
+        if name not in self._reservations:
+            raise SlurmNotFound(f"GET reservation/{name} -> Unable to find reservation {name}")
+        return self._reservations[name].model_copy()
+
+    async def upsert_reservation(self, desc: ReservationDesc) -> None:
+        """Create or update, as ``POST reservation``: an unknown node gives 2018; an update keeps unset fields;
+        Slurm adds SPEC_NODES when nodes are named."""
+        self._enter("upsert_reservation", "POST")
+        for name in desc.node_list or []:
+            if name not in self._nodes:
+                raise self._error(
+                    "POST", "reservation", 422, 2018, "Invalid node name specified",
+                    f"Error creating reservation {desc.name}", "slurm_create_reservation",
+                )  # fmt: skip
+        old = self._reservations.get(desc.name)
+        start = desc.start_time or (old.start_time if old else None) or int(time.time())
+        if desc.duration is not None:
+            end = start + desc.duration * 60
+        else:
+            end = old.end_time if old and old.end_time is not None else start + 365 * 86400
+        flags = list(desc.flags) if desc.flags is not None else (list(old.flags) if old else [])
+        nodes = list(desc.node_list) if desc.node_list is not None else expand_hostlist(old.node_list if old else "")
+        if nodes and "SPEC_NODES" not in flags:
+            flags.append("SPEC_NODES")
+        users = ",".join(desc.users) if desc.users is not None else (old.users if old else "")
+        self._reservations[desc.name] = Reservation(
+            name=desc.name, node_list=compress_hostlist(nodes), node_count=len(nodes), users=users, flags=flags,
+            start_time=start, end_time=end,
+        )  # fmt: skip
+
+    async def delete_reservation(self, name: str) -> None:
+        """Delete; unknown gives 2053 "Requested reservation is invalid" (as SlurmNotFound, like the client)."""
+        self._enter("delete_reservation", "DELETE")
+        if self._reservations.pop(name, None) is None:
+            raise SlurmNotFound(f"DELETE reservation/{name} -> Requested reservation is invalid (2053)")

@@ -47,6 +47,7 @@ __all__ = [
     "PartitionsResponse",
     "PingResponse",
     "Reservation",
+    "ReservationDesc",
     "ReservationsResponse",
     "is_infinite",
 ]
@@ -362,6 +363,7 @@ class Node(_Model):
     features: CsvList = Field(default_factory=list)
     active_features: CsvList = Field(default_factory=list)
     partitions: CsvList = Field(default_factory=list)
+    reservation: str = ""
     cpus: int = 0
     alloc_cpus: int = 0
     real_memory: int = 0
@@ -486,6 +488,22 @@ class Reservation(_Model):
     flags: list[str] = Field(default_factory=list)
     start_time: NoValInt = None
     end_time: NoValInt = None
+
+
+class ReservationDesc(_Model):
+    """Body of ``POST reservation`` (v0.0.44 ``reservation_desc_msg``): create the reservation, or update the one
+    of that name. Times are UNIX seconds, ``duration`` minutes; unset fields are left out."""
+
+    name: str
+    start_time: NoValOut = None
+    duration: NoValOut = None
+    flags: list[str] | None = None
+    users: list[str] | None = None
+    node_list: list[str] | None = None
+
+    def to_request(self) -> dict[str, Any]:
+        """The JSON body fields, without unset ones."""
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 class ReservationsResponse(OpenapiResponse):

@@ -73,7 +73,8 @@ def test_fields_not_built_yet_are_named() -> None:
                 "pinToNode": True,  # built: not named
                 "minReadySeconds": 10,  # built
                 "updateStrategy": {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": "2026-12-01T00:00:00Z"}},
+                "ssh": {"enabled": True, "sssdConfRef": {"name": "sssd", "key": "sssd.conf"}},
             },
         }
     )
-    assert [m.split(":")[0] for m in not_built(fancy)] == ["spec.updateStrategy ScheduledUpdate"]
+    assert [m.split(":")[0] for m in not_built(fancy)] == ["spec.ssh.enabled"]  # ScheduledUpdate is built

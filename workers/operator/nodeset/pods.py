@@ -136,7 +136,7 @@ class PodSteps:
             # The poll's view may be a second old: decide again on a fresh read, so an admin's DRAIN that
             # landed meanwhile is never overwritten (one read, only when the step would write).
             fresh = await slurm.get_node(view.name)
-            view = SlurmNodeView(name=view.name, states=list(fresh.state), reason=fresh.reason, jobs=view.jobs)
+            view = view.model_copy(update={"states": list(fresh.state), "reason": fresh.reason})
             action = pod_sync.cordon_action(pod, view, node)
             if action.kind == "none":
                 return

@@ -131,6 +131,7 @@ class NodePolls:
                         name=n.name,
                         states=list(n.state),
                         reason=n.reason,
+                        reservation=n.reservation,
                         jobs=held.ids if held else [],
                         deadline=held.deadline_text() if held else "",
                     )

@@ -35,11 +35,13 @@ from slinky import wellknown
 from slinky.clients.errors import KubeConflict, KubeNotFound, KubeRejected
 from slinky.operator import daemonset, pod_sync, registration, updates, victims
 from slinky.operator import pods as builder
+from slinky.operator import scheduled_update as su
 from slinky.operator.api.nodeset import NodeSet
-from slinky.operator.models import ControllerKey, PodRef, ScaleInInput
+from slinky.operator.models import ControllerKey, PodRef, ScaleInCause, ScaleInInput
 from slinky.operator.validation import nodeset_problems
 from workers.operator.nodeset.pods import DRIFT_GRACE_SECONDS, PodSteps, is_terminating
 from workers.operator.nodeset.poll import ControllerPoll, NodePolls, hostname_of, owner_of
+from workers.operator.nodeset.scheduled import STOP_CHECK_SECONDS, ScheduledUpdates
 from workers.operator.nodeset.status import Condition, write_status
 from workers.operator.runtime import Runtime, Watch
 from workers.operator.slurm_clients import ControllerProblem, SlurmClients
@@ -116,6 +118,7 @@ class NodeSetReconciler:
             partitions=self.partitions_of,
         )
         self.steps = PodSteps(runtime, slurm, self.node_polls, self.pods, self.kube_nodes)
+        self.scheduled = ScheduledUpdates(self.kube, slurm, temporal, task_queue)
         self._pdbs: set[Key] = set()
         self._unregistered: dict[Key, dict[str, tuple[float, float, str]]] = {}
         """Per NodeSet: Slurm node name -> (since, last seen) its running slurmd has not registered (monotonic)."""
@@ -180,6 +183,10 @@ class NodeSetReconciler:
         raw = self.nodesets.get(key)
         if raw is None or raw["metadata"].get("deletionTimestamp"):
             self._unregistered.pop(key, None)
+            if raw is not None and (self.scheduled.has_finalizer(raw) or self.scheduled.running(raw)):
+                ref = ((raw.get("spec") or {}).get("controllerRef") or {}).get("name") or ""
+                if not await self.scheduled.stop(key, raw, ControllerKey(namespace=key[0], name=ref)):
+                    self.runtime.requeue_later(self.kind, key, STOP_CHECK_SECONDS)
             return  # being deleted: the garbage collector takes its pods; making new ones would fight it
         nodeset = NodeSet.model_validate(raw)
         problems = nodeset_problems(nodeset)
@@ -241,7 +248,8 @@ class NodeSetReconciler:
         else:
             desired = nodeset.spec.replicas if nodeset.spec.replicas is not None else 1
             scale_in = [*stale, *victims.condemned(current, desired, self._node_cordoned(current))]
-        held = await self._condemn(nodeset, controller, active, scale_in, desired, revision)
+        maintenance = self._in_maintenance(key, nodeset, active, poll)
+        held = await self._condemn(nodeset, controller, active, scale_in, desired, revision, maintenance)
         slurm = await self.slurm.client(controller)
         for pod in active:
             view = poll.nodes.get(hostname_of(pod))
@@ -270,7 +278,8 @@ class NodeSetReconciler:
         if poll.missing_since:
             self.runtime.requeue_later(self.kind, key, DRIFT_GRACE_SECONDS / 2)
         self._requeue_when_available(key, nodeset, active)
-        registered = await self._registration(key, owned, poll)
+        more = [await self._registration(key, owned, poll)]
+        more.extend(await self._scheduled_update(key, raw, nodeset, controller, poll, active, desired))
         await self._status(
             raw,
             nodeset,
@@ -279,8 +288,37 @@ class NodeSetReconciler:
             poll=poll,
             condition=("ControllerReady", "True", "Reachable", "slurmrestd answers"),
             desired=desired,
-            more=[registered],
+            more=more,
         )
+
+    @staticmethod
+    def _in_maintenance(key: Key, nodeset: NodeSet, active: list[Obj], poll: ControllerPoll) -> frozenset[str]:
+        """Uids of the pods whose Slurm nodes a ScheduledUpdate's open window holds (Slurm says MAINTENANCE)."""
+        if not su.is_scheduled(nodeset):
+            return frozenset()
+        names = su.under_maintenance(poll.nodes, su.reservation_name(key[1]))
+        return frozenset(p["metadata"]["uid"] for p in active if hostname_of(p) in names)
+
+    async def _scheduled_update(
+        self,
+        key: Key,
+        raw: Obj,
+        nodeset: NodeSet,
+        controller: ControllerKey,
+        poll: ControllerPoll,
+        active: list[Obj],
+        desired: int,
+    ) -> list[Condition]:
+        """Keep the ScheduledUpdate's window (``ReservationCreated``), or stop one no longer wanted."""
+        if su.is_scheduled(nodeset) and desired > 0:
+            reservation, again = await self.scheduled.sync(key, raw, nodeset, controller, poll, active)
+            if again is not None:
+                self.runtime.requeue_later(self.kind, key, again)
+            return [reservation] if reservation is not None else []
+        if self.scheduled.has_finalizer(raw) or self.scheduled.running(raw):
+            if not await self.scheduled.stop(key, raw, controller):
+                self.runtime.requeue_later(self.kind, key, STOP_CHECK_SECONDS)
+        return []
 
     def _requeue_when_available(self, key: Key, nodeset: NodeSet, active: list[Obj]) -> None:
         """With ``minReadySeconds``, look again when the next Ready pod becomes available: the status counts it
@@ -346,22 +384,24 @@ class NodeSetReconciler:
         scale_in: list[Obj],
         desired: int,
         revision: str,
+        maintenance: frozenset[str] = frozenset(),
     ) -> set[str]:
         """Start (or join) a scale-in workflow for each pod to remove (`scale_in`, then the rolling update's);
         tell the scale-ins of pods wanted again to keep them. Returns the uids a scale-in holds."""
         gone = {p["metadata"]["uid"] for p in scale_in}
         update = updates.update_victims(
-            nodeset, [p for p in active if p["metadata"]["uid"] not in gone], revision, desired
+            nodeset, [p for p in active if p["metadata"]["uid"] not in gone], revision, desired, None, maintenance
         )
-        condemned = [(p, "scale-in") for p in scale_in] + [(p, "update") for p in update]
+        cause: ScaleInCause = "scheduled-update" if su.is_scheduled(nodeset) else "update"
+        condemned: list[tuple[Obj, ScaleInCause]] = [(p, "scale-in") for p in scale_in] + [(p, cause) for p in update]
         uids = {p["metadata"]["uid"] for p, _ in condemned}
         held = set(uids)
         for pod in active:
             if pod["metadata"]["uid"] not in uids and updates.in_flight(pod):
                 await self._keep(pod)  # its workflow undrains and uncordons it; until then it is the workflow's
                 held.add(pod["metadata"]["uid"])
-        for pod, cause in condemned:
-            await self._scale_in(nodeset, controller, pod, cause)
+        for pod, why in condemned:
+            await self._scale_in(nodeset, controller, pod, why)
         return held
 
     def _owned(self, key: Key, raw: Obj) -> list[Obj]:
@@ -372,7 +412,7 @@ class NodeSetReconciler:
             if owner_of(pod) == key and any(r.get("uid") == uid for r in pod["metadata"].get("ownerReferences") or [])
         ]
 
-    async def _scale_in(self, nodeset: NodeSet, controller: ControllerKey, pod: Obj, cause: str) -> None:
+    async def _scale_in(self, nodeset: NodeSet, controller: ControllerKey, pod: Obj, cause: ScaleInCause) -> None:
         meta = pod["metadata"]
         ref = PodRef(namespace=meta["namespace"], name=meta["name"], uid=meta["uid"])
         wf = workflow_id(ref.namespace, ref.name, ref.uid)

@@ -14,6 +14,7 @@ from slinky import wellknown
 from slinky.clients.errors import KubeNotFound
 from slinky.operator import pod_health, pod_sync, slurm_state, updates
 from slinky.operator import pods as builder
+from slinky.operator import scheduled_update as su
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.validation import not_built
 from workers.operator.nodeset.pods import is_terminating
@@ -23,6 +24,8 @@ from workers.operator.runtime import Runtime, set_condition
 Obj = dict[str, Any]
 Condition = tuple[str, str, str, str]
 """(type, status, reason, message)."""
+QUIET_FALSE = frozenset({(su.CONDITION, r) for r in ("WaitingForNodes", "Creating", "Rescheduling", "NotExists")})
+"""False conditions that are a state, not a problem: no Warning Event."""
 
 
 def nodeset_path(namespace: str, name: str, sub: str = "") -> str:
@@ -114,9 +117,11 @@ def _conditions(runtime: Runtime, raw: Obj, nodeset: NodeSet, wanted: list[Condi
     generation = int(nodeset.metadata.get("generation") or 0)
     conditions: list[Obj] = list((raw.get("status") or {}).get("conditions") or [])
     before = {c.get("type"): c for c in conditions}
+    if not su.is_scheduled(nodeset):  # ReservationCreated is about a ScheduledUpdate only (upstream drops it too)
+        conditions = [c for c in conditions if c.get("type") != su.CONDITION]
     for type_, status, reason, message in wanted:
         conditions = set_condition(conditions, type_, status, reason, message, generation)
-        if type_ == pod_sync.SCALE_IN_CONDITION:
+        if type_ == pod_sync.SCALE_IN_CONDITION or (type_, reason) in QUIET_FALSE:
             continue
         if status == "False":
             runtime.warn_once(raw, reason, message)
