@@ -201,7 +201,9 @@ class NodeSetActivities:
         slurm = await self.slurm.client(spec.ref.controller)
         known = {n.name for n in await slurm.list_nodes()}
         nodes = [n for n in spec.nodes if n in known]
-        if spec.full:
+        # Slurm drops a reservation whose nodes were all deleted: a node-list change then makes it again whole
+        # (a POST of the name and nodes alone would make one that starts now and never ends).
+        if spec.full or not (await self._view(slurm, spec.ref.name)).exists:
             desc = ReservationDesc(
                 name=spec.ref.name,
                 start_time=spec.start,

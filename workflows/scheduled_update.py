@@ -109,6 +109,8 @@ class NodeSetScheduledUpdateWorkflow:
         self._set_phase("waiting")
         await self._hold_until(spec.start)
         self._set_phase("open")
+        want, self._want = self._want, None  # at the opening, make sure Slurm still holds it, over today's nodes
+        await self._keep_nodes(want or (self._spec.nodes if self._spec else spec.nodes))
         await self._hold_until(end)
         self._set_phase("ended")
         return await self._ended(inp)
@@ -143,16 +145,21 @@ class NodeSetScheduledUpdateWorkflow:
             except TimeoutError:
                 return
             want, self._want = self._want, None
-            spec = self._spec
-            if spec is None or want is None or not want or want == spec.nodes:
-                continue
-            try:
-                view = await self._reserve(spec.model_copy(update={"nodes": want, "full": False}))
-            except CALL_FAILED as err:
-                workflow.logger.warning("node list of %s not updated: %s", spec.ref.name, err)
-                continue
-            self._spec = spec.model_copy(update={"nodes": view.nodes or want})
-            self._message = f"reservation {view.name} over {','.join(view.nodes)}"
+            if want and self._spec is not None and want != self._spec.nodes:
+                await self._keep_nodes(want)
+
+    async def _keep_nodes(self, want: list[str]) -> None:
+        """Update the reservation's node list (or make it again: Slurm drops one whose nodes all left)."""
+        spec = self._spec
+        if spec is None or not want:
+            return
+        try:
+            view = await self._reserve(spec.model_copy(update={"nodes": want, "full": False}))
+        except CALL_FAILED as err:
+            workflow.logger.warning("node list of %s not updated: %s", spec.ref.name, err)
+            return
+        self._spec = spec.model_copy(update={"nodes": view.nodes or want})
+        self._message = f"reservation {view.name} over {','.join(view.nodes)}"
 
     async def _reserve(self, spec: ReservationSpec) -> ReservationView:
         view: ReservationView = await workflow.execute_activity(

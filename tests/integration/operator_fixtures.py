@@ -102,3 +102,18 @@ def stop_operator(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(10)
+
+
+class Operator:
+    """The operator as a process this test may kill -9 and start again."""
+
+    def __init__(self, dev_env: dict[str, str], log: Path) -> None:
+        self.dev_env, self.log = dev_env, log
+        self.proc: subprocess.Popen[bytes] = start_operator(dev_env, log)
+
+    def kill9(self) -> None:
+        self.proc.kill()  # SIGKILL: no graceful shutdown, no worker drain
+        self.proc.wait(10)
+
+    def restart(self) -> None:
+        self.proc = start_operator(self.dev_env, self.log)

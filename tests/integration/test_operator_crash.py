@@ -8,7 +8,6 @@ new node poll.
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,26 +21,11 @@ from slinky import wellknown
 from slinky.operator.models import ScaleInResult
 from tests.integration.cluster import Kube, Slurm, Temporal, condition
 from tests.integration.nodeset_jobs import HeldJob, all_idle, live_pods, nodeset_up, pod_names, slurm_node
-from tests.integration.operator_fixtures import nodeset, patch_template, scale, start_operator, stop_operator
+from tests.integration.operator_fixtures import Operator, nodeset, patch_template, scale, stop_operator
 from tests.integration.waiting import eventually
 from workflows.nodeset import workflow_id
 
 pytestmark = pytest.mark.integration
-
-
-class Operator:
-    """The operator as a process this test may kill -9 and start again."""
-
-    def __init__(self, dev_env: dict[str, str], log: Path) -> None:
-        self.dev_env, self.log = dev_env, log
-        self.proc: subprocess.Popen[bytes] = start_operator(dev_env, log)
-
-    def kill9(self) -> None:
-        self.proc.kill()  # SIGKILL: no graceful shutdown, no worker drain
-        self.proc.wait(10)
-
-    def restart(self) -> None:
-        self.proc = start_operator(self.dev_env, self.log)
 
 
 @pytest.fixture
