@@ -46,7 +46,7 @@ NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
     ("", "secrets"): {"get", "list", "watch", "create", "patch"},
     ("", "events"): {"create"},
     ("policy", "poddisruptionbudgets"): {"create"},
-    ("slinky.slurm.net", "nodesets"): {"list", "watch"},
+    ("slinky.slurm.net", "nodesets"): {"list", "watch", "patch"},
     ("slinky.slurm.net", "tokens"): {"list", "watch"},
     ("slinky.slurm.net", "nodesets/status"): {"patch"},
     ("slinky.slurm.net", "tokens/status"): {"patch"},

@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
@@ -20,8 +20,8 @@ from slinky import wellknown
 from slinky.hostlist import expand
 from slinky.operator import scheduled_update as su
 from slinky.operator.models import ScheduledUpdateStatus
-from tests.integration.cluster import Kube, Slurm, Temporal, condition
-from tests.integration.nodeset_jobs import REST, HeldJob, live_pods, nodeset_up
+from tests.integration.cluster import REST, Kube, Slurm, Temporal, condition
+from tests.integration.nodeset_jobs import HeldJob, nodeset_up
 from tests.integration.operator_fixtures import (
     GROUP,
     VERSION,
@@ -107,11 +107,7 @@ def test_a_scheduled_update_replaces_pods_in_its_window_across_an_operator_kill_
     )
     assert status.phase == "waiting" and status.reservation == res_name and status.start == start
     patched_at = time.time()
-    revs = {
-        p["metadata"]["name"]: p["metadata"]["labels"][wellknown.LABEL_CONTROLLER_REVISION_HASH]
-        for p in live_pods(kube, ns)
-    }
-    assert set(revs.values()) == {old_rev}, "nothing is replaced before the window"
+    assert {revision(n) for n in names} == {old_rev}, "nothing is replaced before the window"
 
     # The window opens: the idle node's pod is replaced; the busy one drains and waits for its job.
     eventually(lambda: revision(names[1]) not in ("", old_rev), start - time.time() + 60, "the idle pod replaced")
@@ -152,4 +148,5 @@ def slurm_state(slurm: Slurm, node: str) -> list[str]:
 
 
 def _nodesets(kube: Kube, ns: str) -> list[dict[str, Any]]:
-    return list(objects(kube).list_namespaced_custom_object(GROUP, VERSION, ns, "nodesets")["items"])
+    listed = objects(kube).list_namespaced_custom_object(GROUP, VERSION, ns, "nodesets")
+    return list(cast(dict[str, Any], listed)["items"])

@@ -82,3 +82,31 @@ def test_min_ready_seconds_counts_a_new_pod_unavailable_until_it_has_been_ready_
     assert update_victims(spec, pods, NEW, 2, now=early) == [], "cpu-0 is not available yet: the budget is used"
     assert names(update_victims(spec, pods, NEW, 2, now=later)) == ["cpu-1"]
     assert available_in(versioned("cpu-2", 2, ready=False), 30, later) is None
+
+
+SCHEDULED = {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": "2026-12-01T02:00:00Z"}}
+
+
+def with_uid(p: dict[str, Any]) -> dict[str, Any]:
+    p["metadata"]["uid"] = "u-" + p["metadata"]["name"]
+    return p
+
+
+def test_a_scheduled_update_replaces_old_pods_only_on_nodes_in_maintenance() -> None:
+    pods = [with_uid(versioned(f"cpu-{i}", i)) for i in range(4)]
+    pods[3]["metadata"]["labels"][wellknown.LABEL_CONTROLLER_REVISION_HASH] = NEW  # already new: never again
+    strategy = nodeset(SCHEDULED)
+    assert update_victims(strategy, pods, NEW, 4) == [], "outside the window nothing goes"
+    in_window = frozenset({"u-cpu-0", "u-cpu-2", "u-cpu-3"})
+    assert names(update_victims(strategy, pods, NEW, 4, maintenance=in_window)) == ["cpu-0", "cpu-2"], (
+        "every old pod of the window at once: the drain, not a budget, protects the jobs"
+    )
+
+
+def test_a_scheduled_update_replaces_unready_and_held_old_pods_at_any_time() -> None:
+    pods = [
+        with_uid(versioned("cpu-0", 0, ready=False)),
+        with_uid(versioned("cpu-1", 1, flight=True)),
+        with_uid(versioned("cpu-2", 2)),
+    ]
+    assert names(update_victims(nodeset(SCHEDULED), pods, NEW, 3)) == ["cpu-0", "cpu-1"]

@@ -70,6 +70,8 @@ The rules of the namespaced resources, from the code (callers of slinky/clients/
   poddisruptionbudgets  create (the Controller's shared <controller>-workers-pdb, policy/v1beta1 on 1.20)
   nodesets, tokens      list watch; their /status patch; their /finalizers update (the ownerReferences with
                         blockOwnerDeletion on pods and Secrets, when OwnerReferencesPermissionEnforcement is on)
+  nodesets              patch (a ScheduledUpdate's reservation finalizer and window annotation)
+                                                        workers/operator/nodeset/scheduled.py
   controllers           get (the NodeSet's controllerRef), list watch (managed clusters); /status patch
                                                         workers/operator/slurm_clients.py, workers/operator/controller.py
   restapis              get list (a managed Controller's oldest RestApi), watch; /status patch
@@ -105,6 +107,9 @@ The rules of the namespaced resources, from the code (callers of slinky/clients/
 - apiGroups: [slinky.slurm.net]
   resources: [nodesets, tokens]
   verbs: [list, watch]
+- apiGroups: [slinky.slurm.net]
+  resources: [nodesets]
+  verbs: [patch]
 - apiGroups: [slinky.slurm.net]
   resources: [nodesets/status, tokens/status]
   verbs: [patch]
