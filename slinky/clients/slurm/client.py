@@ -730,20 +730,17 @@ class SlurmClient:
         return (await self._call("GET", self._path("reservations"), ReservationsResponse)).reservations
 
     async def get_reservation(self, name: str) -> Reservation:
-        """Read one reservation.
+        """Read one reservation, from the list: ``GET reservation/{name}`` of a missing one answers 9000 while
+        other reservations exist, and HTTP 422 with error 0 "Unable to query reservations" when none does.
 
         Raises:
-            SlurmNotFound: No such reservation (slurmrestd answers error 9000 "Unable to find reservation").
+            SlurmNotFound: No such reservation.
         """
-        path = self._path(f"reservation/{name}")
-        try:
-            answer = await self._call("GET", path, ReservationsResponse)
-        except SlurmInvalidRequest as err:
-            raise SlurmNotFound(str(err), method="GET", path=path, errors=err.errors) from None
-        for reservation in answer.reservations:
+        for reservation in await self.list_reservations():
             if reservation.name == name:
                 return reservation
-        raise SlurmNotFound(f"GET {path} -> reservation {name} not in the answer", method="GET", path=path)
+        path = self._path(f"reservation/{name}")
+        raise SlurmNotFound(f"GET {self._path('reservations')} -> no reservation {name}", method="GET", path=path)
 
     async def upsert_reservation(self, desc: ReservationDesc) -> None:
         """Create the reservation, or update the one of that name (``POST reservation``).

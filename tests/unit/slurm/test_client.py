@@ -19,9 +19,9 @@ from slinky.clients.errors import (
     SlurmUnsupported,
 )
 from slinky.clients.slurm.client import ALLOCATE_NOT_NOW_NUMBERS, SlurmClient
-from slinky.clients.slurm.models import JobDescMsg
+from slinky.clients.slurm.models import JobDescMsg, ReservationDesc
 from slinky.config import SlurmSettings
-from tests.unit.slurm.helpers import TOKEN, Router, make_client, sample
+from tests.unit.slurm.helpers import TOKEN, Router, fake_cluster, make_client, sample
 
 V = "/slurm/v0.0.44"
 EXTERNAL = JobDescMsg(name="ext-a", partition="k8s", flags=["EXTERNAL_JOB"], cpus_per_task=4)
@@ -397,3 +397,73 @@ async def test_nodes_since_reads_slurms_304_as_unchanged_and_keeps_the_time() ->
     assert (first.changed, [n.name for n in first.nodes], first.last_update) == (True, ["n1"], 7)
     assert (second.changed, second.nodes, second.last_update) == (False, [], 7)
     assert [r.url.params.get("update_time") for r in router.calls("GET", f"{V}/nodes")] == [None, "7"]
+
+
+# --- reservations (a ScheduledUpdate's MAINT window), on answers recorded from slurmrestd 26.05 -------------------
+
+
+async def test_reservation_create_sends_the_window_and_read_finds_it_in_the_list() -> None:
+    listed = sample("reservation_get.json")
+    router = Router().add("POST", f"{V}/reservation", (200, sample("reservation_post.json")))
+    router.add("GET", f"{V}/reservations", (200, listed))
+    desc = ReservationDesc(
+        name="SlurmOperatorMaint-gpu",
+        start_time=1795955734,
+        duration=30,
+        flags=["MAINT", "IGNORE_JOBS"],
+        users=["slurm"],
+        node_list=["slinky-0", "slinky-1"],
+    )
+    async with make_client(router) as client:
+        await client.upsert_reservation(desc)
+        found = await client.get_reservation("SlurmOperatorMaint-gpu")
+        with pytest.raises(SlurmNotFound):
+            await client.get_reservation("SlurmOperatorMaint-other")
+    body = json.loads(router.calls("POST", f"{V}/reservation")[0].content)
+    assert body == {
+        "name": "SlurmOperatorMaint-gpu",
+        "start_time": {"set": True, "infinite": False, "number": 1795955734},
+        "duration": {"set": True, "infinite": False, "number": 30},
+        "flags": ["MAINT", "IGNORE_JOBS"],
+        "users": ["slurm"],
+        "node_list": ["slinky-0", "slinky-1"],
+    }
+    assert found.node_list == "slinky-[0-1]" and found.flags == ["MAINT", "IGNORE_JOBS", "SPEC_NODES"]
+    assert (found.start_time, found.end_time) == (1795955734, 1795957534) and found.users == "slurm"
+
+
+async def test_deleting_a_missing_reservation_is_not_found() -> None:
+    router = Router().add(
+        "DELETE",
+        f"{V}/reservation/SlurmOperatorMaint-gpu",
+        (200, sample("reservation_delete.json")),
+        (422, sample("reservation_delete_missing.json")),
+    )
+    async with make_client(router) as client:
+        await client.delete_reservation("SlurmOperatorMaint-gpu")
+        with pytest.raises(SlurmNotFound) as caught:
+            await client.delete_reservation("SlurmOperatorMaint-gpu")
+    assert caught.value.error_number == 2053
+
+
+async def test_the_fake_keeps_reservations_as_slurm_does() -> None:
+    fake = fake_cluster(2)
+    start = int(time.time()) - 5
+    await fake.upsert_reservation(
+        ReservationDesc(
+            name="m", start_time=start, duration=10, flags=["MAINT", "IGNORE_JOBS"], users=["slurm"], node_list=["n-1"]
+        )
+    )
+    res = await fake.get_reservation("m")
+    assert res.flags == ["MAINT", "IGNORE_JOBS", "SPEC_NODES"] and res.end_time == start + 600
+    node = await fake.get_node("n-1")
+    assert {"RESERVED", "MAINTENANCE"} <= set(node.state) and node.reservation == "m"
+    assert (await fake.get_node("n-2")).reservation == ""
+    await fake.upsert_reservation(ReservationDesc(name="m", node_list=["n-1", "n-2"]))
+    moved = await fake.get_reservation("m")
+    assert moved.node_list == "n-[1-2]" and moved.start_time == start, "an update keeps what it does not name"
+    with pytest.raises(SlurmNotFound):
+        await fake.upsert_reservation(ReservationDesc(name="m", node_list=["n-9"]))
+    await fake.delete_reservation("m")
+    with pytest.raises(SlurmNotFound):
+        await fake.delete_reservation("m")
