@@ -24,8 +24,6 @@ from slinky.operator.validation import nodeset_problems
 
 Obj = Mapping[str, Any]
 
-MIN_SCHEDULED_UPDATE_SECONDS: Final = 60.0
-"""A ScheduledUpdate's window is at least a minute (upstream's rule)."""
 _CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _CONF_WORD: Final = re.compile(r"^[A-Za-z][A-Za-z0-9_]*=")
 
@@ -86,16 +84,6 @@ def nodeset(old: Obj | None, new: Obj) -> list[str]:
         first = err.errors()[0]
         return [*out, f"{'.'.join(map(str, first['loc']))}: {first['msg']}"]
     out += [p.message for p in nodeset_problems(model)]
-    strategy = model.spec.update_strategy
-    if strategy.type == "ScheduledUpdate":
-        field = "spec.updateStrategy.scheduledUpdate.duration"
-        try:
-            seconds = parse_duration(strategy.scheduled_update.duration, field)
-        except InvalidDuration as err:
-            out.append(str(err))
-        else:
-            if seconds < MIN_SCHEDULED_UPDATE_SECONDS:
-                out.append(f"{field} must be at least 1m, not {strategy.scheduled_update.duration!r}")
     return out
 
 

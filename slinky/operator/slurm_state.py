@@ -72,6 +72,13 @@ def update_reason(namespace: str, pod: str) -> str:
     return f"{wellknown.OPERATOR_REASON_PREFIX}Pod ({namespace}/{pod}) is pending termination for update"
 
 
+RESERVATION_FLAGS = frozenset(
+    "MAINT NO_MAINT DAILY NO_DAILY WEEKLY NO_WEEKLY IGNORE_JOBS NO_IGNORE_JOBS ANY_NODES NO_ANY_NODES STATIC NO_STATIC"
+    " PART_NODES NO_PART_NODES OVERLAP SPEC_NODES TIME_FLOAT REPLACE ALL_NODES PURGE_COMP WEEKDAY NO_WEEKDAY WEEKEND"
+    " NO_WEEKEND FLEX NO_FLEX DURATION_PLUS DURATION_MINUS NO_HOLD_JOBS_AFTER_END REPLACE_DOWN NO_PURGE_COMP MAGNETIC"
+    " NO_MAGNETIC SKIP HOURLY NO_HOURLY USER_DELETE FORCE_START NO_USER_DELETE REOCCURRING TRES_PER_NODE".split()
+)
+"""The flags slurmrestd 26.05 takes on a reservation (v0.0.44 `reservation_desc_msg.flags`)."""
 RECURRING_RESERVATION = frozenset({"HOURLY", "DAILY", "WEEKLY", "WEEKDAY", "WEEKEND"})
 """Reservation flags with which Slurm moves a reservation to its next occurrence when one ends."""
 

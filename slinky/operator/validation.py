@@ -8,11 +8,18 @@ apiserver cannot run, and `\\r` (the slurm.conf injection fixed upstream in 1.0.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from dataclasses import dataclass
+from typing import Final
 
+from slinky.operator import slurm_state
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.pods import parse_extra_conf
+from slinky.operator.tokens import InvalidDuration, parse_duration
+
+MIN_SCHEDULED_UPDATE_SECONDS: Final = 60.0
+"""A ScheduledUpdate's window is at least a minute (upstream's rule)."""
 
 
 @dataclass(frozen=True)
@@ -73,16 +80,43 @@ def nodeset_problems(nodeset: NodeSet) -> list[Problem]:
             max_unavailable(raw, 1)
         except ValueError as err:
             out.append(Problem(field, "InvalidMaxUnavailable", f"{field}: {err}"))
-    if strategy.type == "ScheduledUpdate" and not strategy.scheduled_update.start_time:
-        out.append(
-            Problem(
-                "spec.updateStrategy.scheduledUpdate.startTime",
-                "InvalidScheduledUpdate",
-                "spec.updateStrategy.scheduledUpdate.startTime is required when type is ScheduledUpdate",
-            )
-        )
+    if strategy.type == "ScheduledUpdate":
+        out.extend(_scheduled_update_problems(nodeset))
     if spec.ssh is not None and spec.ssh.enabled and not spec.ssh.sssd_conf_ref.name:
         out.append(Problem("spec.ssh.sssdConfRef", "InvalidSsh", "spec.ssh.sssdConfRef is required when ssh is on"))
+    return out
+
+
+def _scheduled_update_problems(nodeset: NodeSet) -> list[Problem]:
+    """`startTime` given as RFC 3339, `duration` a Go duration of at least a minute (upstream's webhook rule),
+    `flags` Slurm's reservation flags (26.05's `reservation_desc_msg` list)."""
+    scheduled = nodeset.spec.update_strategy.scheduled_update
+    prefix = "spec.updateStrategy.scheduledUpdate"
+    reason = "InvalidScheduledUpdate"
+    out = []
+    if not scheduled.start_time:
+        message = f"{prefix}.startTime is required when type is ScheduledUpdate"
+        out.append(Problem(f"{prefix}.startTime", reason, message))
+    else:
+        try:
+            dt.datetime.fromisoformat(scheduled.start_time.replace("Z", "+00:00"))
+        except ValueError:
+            message = (
+                f"{prefix}.startTime must be an RFC 3339 time (2026-12-01T02:00:00Z), not {scheduled.start_time!r}"
+            )
+            out.append(Problem(f"{prefix}.startTime", reason, message))
+    try:
+        seconds = parse_duration(scheduled.duration, f"{prefix}.duration")
+    except InvalidDuration as err:
+        out.append(Problem(f"{prefix}.duration", reason, str(err)))
+    else:
+        if seconds < MIN_SCHEDULED_UPDATE_SECONDS:
+            message = f"{prefix}.duration must be at least 1m, not {scheduled.duration!r}"
+            out.append(Problem(f"{prefix}.duration", reason, message))
+    unknown = [f for f in scheduled.flags or [] if f.strip().upper() not in slurm_state.RESERVATION_FLAGS]
+    if unknown:
+        message = f"{prefix}.flags: {', '.join(map(repr, unknown))} is not a Slurm reservation flag"
+        out.append(Problem(f"{prefix}.flags", reason, message))
     return out
 
 

@@ -90,11 +90,26 @@ def test_each_rule_denies_naming_the_field(kind: str, path: str, value: Any, wor
 
 
 def test_a_scheduled_update_window_is_at_least_a_minute() -> None:
-    spec = with_(NODESET, "updateStrategy", {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": "x"}})
+    spec = with_(
+        NODESET, "updateStrategy", {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": "2026-12-01T02:00:00Z"}}
+    )
     short = with_(spec, "updateStrategy.scheduledUpdate.duration", "30s")
     assert admission.review("NodeSet", "CREATE", None, obj("NodeSet", spec)) == []  # the default 30m
     assert admission.review("NodeSet", "CREATE", None, obj("NodeSet", short)) == [
         "spec.updateStrategy.scheduledUpdate.duration must be at least 1m, not '30s'"
+    ]
+
+
+def test_a_scheduled_update_needs_a_time_and_slurm_flags() -> None:
+    spec = with_(NODESET, "updateStrategy", {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": "soon"}})
+    bad_flag = with_(
+        spec, "updateStrategy.scheduledUpdate", {"startTime": "2026-12-01T02:00:00Z", "flags": ["DAILY", "NIGHTLY"]}
+    )
+    assert admission.review("NodeSet", "CREATE", None, obj("NodeSet", spec)) == [
+        "spec.updateStrategy.scheduledUpdate.startTime must be an RFC 3339 time (2026-12-01T02:00:00Z), not 'soon'"
+    ]
+    assert admission.review("NodeSet", "CREATE", None, obj("NodeSet", bad_flag)) == [
+        "spec.updateStrategy.scheduledUpdate.flags: 'NIGHTLY' is not a Slurm reservation flag"
     ]
 
 
