@@ -279,7 +279,8 @@ class NodeSetReconciler:
             self.runtime.requeue_later(self.kind, key, DRIFT_GRACE_SECONDS / 2)
         self._requeue_when_available(key, nodeset, active)
         more = [await self._registration(key, owned, poll)]
-        more.extend(await self._scheduled_update(key, raw, nodeset, controller, poll, active, desired))
+        # Every pod of the NodeSet, a terminating one too: its node stays reserved while it is replaced.
+        more.extend(await self._scheduled_update(key, raw, nodeset, controller, poll, owned, desired))
         await self._status(
             raw,
             nodeset,
@@ -306,12 +307,12 @@ class NodeSetReconciler:
         nodeset: NodeSet,
         controller: ControllerKey,
         poll: ControllerPoll,
-        active: list[Obj],
+        pods: list[Obj],
         desired: int,
     ) -> list[Condition]:
         """Keep the ScheduledUpdate's window (``ReservationCreated``), or stop one no longer wanted."""
         if su.is_scheduled(nodeset) and desired > 0:
-            reservation, again = await self.scheduled.sync(key, raw, nodeset, controller, poll, active)
+            reservation, again = await self.scheduled.sync(key, raw, nodeset, controller, poll, pods)
             if again is not None:
                 self.runtime.requeue_later(self.kind, key, again)
             return [reservation] if reservation is not None else []

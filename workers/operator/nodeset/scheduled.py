@@ -54,15 +54,16 @@ class ScheduledUpdates:
         return wellknown.FINALIZER_NODESET_RESERVATION in (raw["metadata"].get("finalizers") or [])
 
     async def sync(
-        self, key: Key, raw: Obj, nodeset: NodeSet, controller: ControllerKey, poll: ControllerPoll, active: list[Obj]
+        self, key: Key, raw: Obj, nodeset: NodeSet, controller: ControllerKey, poll: ControllerPoll, pods: list[Obj]
     ) -> tuple[Condition | None, float | None]:
-        """The condition to show and when to look again (seconds), for a NodeSet that wants a window now."""
+        """The condition to show and when to look again (seconds), for a NodeSet that wants a window now; `pods`:
+        all of its pods, terminating ones too (a node being replaced stays in the reservation)."""
         name = su.reservation_name(key[1])
         wf_id = su.workflow_id(key[0], key[1], raw["metadata"]["uid"], su.schedule_key(nodeset))
         current = self.running(raw)
         if current and current != wf_id and not await self._stopped(current):
             return (su.CONDITION, "False", "Rescheduling", "the previous window is being stopped"), STOP_CHECK_SECONDS
-        nodes = sorted(h for p in active if (v := poll.nodes.get(h := hostname_of(p))) is not None and v.exists)
+        nodes = sorted({h for p in pods if (v := poll.nodes.get(h := hostname_of(p))) is not None and v.exists})
         if not nodes and current != wf_id:
             return su.condition(None, name), None
         if not self.has_finalizer(raw):
