@@ -266,6 +266,9 @@ def _build(
             },
         }
         spec["volumes"] = [*(v for v in spec.get("volumes") or [] if v.get("name") != SLURM_ETC_VOLUME), etc]
+    if claims := claim_volumes(nodeset, pod):  # a template's volume replaces one of the same name (StatefulSet)
+        names = {v["name"] for v in claims}
+        spec["volumes"] = [*(v for v in spec.get("volumes") or [] if v.get("name") not in names), *claims]
     user_containers = [c for c in spec.pop("containers", []) or [] if c.get("name") != wellknown.APP_SLURMD]
     spec.update(
         {
@@ -295,6 +298,46 @@ def _build(
         },
         "spec": spec,
     }
+
+
+def claim_name(template: Obj, pod: str) -> str:
+    """A pod's claim from a `volumeClaimTemplates` entry: `<template name>-<pod name>`, as a StatefulSet's."""
+    return f"{(template.get('metadata') or {}).get('name', '')}-{pod}"
+
+
+def build_claims(nodeset: NodeSet, pod: str) -> list[Obj]:
+    """The PersistentVolumeClaims of `pod`, one per `volumeClaimTemplates` entry, labelled with the NodeSet's
+    selector. With `persistentVolumeClaimRetentionPolicy.whenDeleted: Delete` the NodeSet owns them (the garbage
+    collector deletes them with it); with `Retain` (the default) nothing does, so they outlive it."""
+    namespace = str(nodeset.metadata.get("namespace", "default"))
+    owned = nodeset.spec.persistent_volume_claim_retention_policy.when_deleted == "Delete"
+    out = []
+    for template in nodeset.spec.volume_claim_templates or []:
+        meta = template.get("metadata") or {}
+        labels = {**(meta.get("labels") or {}), **selector_labels(nodeset), wellknown.LABEL_NODESET_POD_NAME: pod}
+        claim: Obj = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": claim_name(template, pod),
+                "namespace": namespace,
+                "labels": labels,
+                "annotations": dict(meta.get("annotations") or {}),
+            },
+            "spec": copy.deepcopy(template.get("spec") or {}),
+        }
+        if owned:
+            claim["metadata"]["ownerReferences"] = [{**owner_reference(nodeset), "controller": False}]
+        out.append(claim)
+    return out
+
+
+def claim_volumes(nodeset: NodeSet, pod: str) -> list[Obj]:
+    """The pod's volumes for its claims, named as the templates (the slurmd container's `volumeMounts` use them)."""
+    return [
+        {"name": (t.get("metadata") or {}).get("name", ""), "persistentVolumeClaim": {"claimName": claim_name(t, pod)}}
+        for t in nodeset.spec.volume_claim_templates or []
+    ]
 
 
 def workers_pdb_name(controller: str) -> str:

@@ -125,8 +125,6 @@ def not_built(nodeset: NodeSet) -> list[str]:
     user reads what is ignored on the `FieldsSupported` condition and a Warning Event (docs/operator.md)."""
     spec = nodeset.spec
     out = []
-    if spec.volume_claim_templates:
-        out.append("spec.volumeClaimTemplates: no PersistentVolumeClaim is made")
     if spec.ssh is not None and spec.ssh.enabled:
         out.append("spec.ssh.enabled: no sshd runs in the pods")
     return out

@@ -43,6 +43,7 @@ NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
     ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "pods/status"): {"patch"},
     ("", "pods/log"): {"get"},
+    ("", "persistentvolumeclaims"): {"list", "watch", "create", "delete"},
     ("", "secrets"): {"get", "list", "watch", "create", "patch"},
     ("", "events"): {"create"},
     ("policy", "poddisruptionbudgets"): {"create"},

@@ -151,3 +151,39 @@ def test_the_users_slurmd_args_come_after_ours_and_an_empty_list_changes_nothing
     assert pods._merge_container(base, {"args": [], "env": []})["args"] == ["-Z", "--conf-server", "c:6817"]
     merged = pods._merge_container(base, {"args": ["-vvv"], "image": "i"})
     assert merged["args"] == ["-Z", "--conf-server", "c:6817", "-vvv"] and merged["image"] == "i"
+
+
+DATA_TEMPLATE = {
+    "metadata": {"name": "scratch", "labels": {"tier": "fast"}},
+    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+}
+
+
+def test_volume_claim_templates_make_one_claim_per_pod_named_as_a_statefulsets() -> None:
+    ns = nodeset(
+        volumeClaimTemplates=[DATA_TEMPLATE], template={"spec": {"volumes": [{"name": "scratch", "emptyDir": {}}]}}
+    )
+    (claim,) = pods.build_claims(ns, "gpu-3")
+    assert claim["metadata"]["name"] == "scratch-gpu-3" and claim["metadata"]["namespace"] == "hpc"
+    assert claim["metadata"]["labels"] == {
+        "tier": "fast",
+        **pods.selector_labels(ns),
+        wellknown.LABEL_NODESET_POD_NAME: "gpu-3",
+    }
+    assert claim["spec"] == DATA_TEMPLATE["spec"]
+    assert "ownerReferences" not in claim["metadata"], (
+        "whenDeleted: Retain (the default): the claim outlives the NodeSet"
+    )
+    pod = pods.build_pod(ns, CONTROLLER, 3, "abc")
+    scratch = [v for v in pod["spec"]["volumes"] if v["name"] == "scratch"]
+    assert scratch == [{"name": "scratch", "persistentVolumeClaim": {"claimName": "scratch-gpu-3"}}], (
+        "the template's volume replaces the template's own of that name"
+    )
+
+
+def test_when_deleted_delete_makes_the_nodeset_own_its_claims() -> None:
+    ns = nodeset(volumeClaimTemplates=[DATA_TEMPLATE], persistentVolumeClaimRetentionPolicy={"whenDeleted": "Delete"})
+    (claim,) = pods.build_claims(ns, "gpu-0")
+    (owner,) = claim["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("NodeSet", "gpu", "u-1", False)
+    assert pods.build_claims(nodeset(), "gpu-0") == []

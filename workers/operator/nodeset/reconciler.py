@@ -39,6 +39,7 @@ from slinky.operator import scheduled_update as su
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.models import ControllerKey, PodRef, ScaleInCause, ScaleInInput
 from slinky.operator.validation import nodeset_problems
+from workers.operator.nodeset.claims import CLAIMS, Claims, owner_of_claim
 from workers.operator.nodeset.pods import DRIFT_GRACE_SECONDS, PodSteps, is_terminating
 from workers.operator.nodeset.poll import ControllerPoll, NodePolls, hostname_of, owner_of
 from workers.operator.nodeset.scheduled import STOP_CHECK_SECONDS, ScheduledUpdates
@@ -103,7 +104,9 @@ class NodeSetReconciler:
         self.task_queue = task_queue
         self.fallback_seconds = fallback_seconds
         pods = Watch(PODS, label_selector=POD_SELECTOR, on_change=self._pod_changed)
-        self.watches: Sequence[Watch] = (pods, Watch(NODES, cluster_scoped=True, on_change=self._node_changed))
+        claims = Watch(CLAIMS, label_selector=POD_SELECTOR, keys=lambda c: [k] if (k := owner_of_claim(c)) else [])
+        nodes = Watch(NODES, cluster_scoped=True, on_change=self._node_changed)
+        self.watches: Sequence[Watch] = (pods, nodes, claims)
         self.nodesets = runtime.caches.of(NODESETS)
         self.pods = runtime.caches.of(pods.collection)
         self.kube_nodes = runtime.caches.of(NODES)
@@ -119,6 +122,7 @@ class NodeSetReconciler:
         )
         self.steps = PodSteps(runtime, slurm, self.node_polls, self.pods, self.kube_nodes)
         self.scheduled = ScheduledUpdates(self.kube, slurm, temporal, task_queue)
+        self.claims = Claims(self.kube, runtime.caches.of(claims.collection))
         self._pdbs: set[Key] = set()
         self._unregistered: dict[Key, dict[str, tuple[float, float, str]]] = {}
         """Per NodeSet: Slurm node name -> (since, last seen) its running slurmd has not registered (monotonic)."""
@@ -258,23 +262,23 @@ class NodeSetReconciler:
                 await self.steps.cordon(slurm, pod, view)
                 await self.steps.repair_drift(pod, poll)
         try:
+            new: list[Obj] = []
             if mode == "DaemonSet":
-                await self.steps.slow_start(
-                    [builder.build_daemon_pod(nodeset, ctl, n, revision) for n in missing_nodes]
-                )
+                new = [builder.build_daemon_pod(nodeset, ctl, n, revision) for n in missing_nodes]
             elif (missing := desired - len(current)) > 0:
                 # A terminating pod's ordinal is free: its name is made again once it is gone (the watch's DELETED
                 # event requeues), so the new pod's slurmd takes over the same Slurm node name, as a StatefulSet's.
                 used = {o for p in current if (o := builder.ordinal_of(key[1], p["metadata"]["name"])) is not None}
                 ordinals = builder.free_ordinals(used, missing)
                 pins = self._pins(nodeset, raw, active) if nodeset.spec.pin_to_node else {}
-                await self.steps.slow_start(
-                    [builder.build_pod(nodeset, ctl, o, revision, pin=pins.get(str(o))) for o in ordinals]
-                )
+                new = [builder.build_pod(nodeset, ctl, o, revision, pin=pins.get(str(o))) for o in ordinals]
+            await self.claims.ensure(nodeset, [p["metadata"]["name"] for p in new])
+            await self.steps.slow_start(new)
         except KubeRejected as err:  # the apiserver refuses the pod the spec makes: say which field
             message = f"the pod this spec makes is refused: {err}"
             await self._status(raw, nodeset, owned, condition=("SpecValid", "False", "FailedCreate", message))
             return
+        await self.claims.prune_scaled(key, nodeset, desired, {p["metadata"]["name"] for p in owned})
         if poll.missing_since:
             self.runtime.requeue_later(self.kind, key, DRIFT_GRACE_SECONDS / 2)
         self._requeue_when_available(key, nodeset, active)

@@ -63,6 +63,8 @@ The rules of the namespaced resources, from the code (callers of slinky/clients/
                                                         workers/operator/nodeset.py, activities/nodeset.py
   pods/status           patch (SlurmNodeState* conditions)                 workers/operator/nodeset.py
   pods/log              get (slurmd's last words on a NodeSet's SlurmdRegistered condition)
+  persistentvolumeclaims list watch create delete (a NodeSet's volumeClaimTemplates, whenScaled: Delete)
+                                                        workers/operator/nodeset/claims.py
                                                         workers/operator/nodeset/pods.py
   secrets               get (Controller jwtKeyRef, Token Secrets), list watch (Token Secrets), create patch
                         (the Token's JWT Secret)              workers/operator/slurm_clients.py, workers/operator/token.py
@@ -92,6 +94,9 @@ The rules of the namespaced resources, from the code (callers of slinky/clients/
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [list, watch, create, delete]
 - apiGroups: [""]
   resources: [pods/log]
   verbs: [get]
