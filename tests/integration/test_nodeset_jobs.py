@@ -20,7 +20,16 @@ from slinky.operator.models import ScaleInResult, ScaleInStatus
 from tests.integration.cluster import Kube, Slurm, Temporal, condition
 from tests.integration.devstack import kubectl
 from tests.integration.nodeset_jobs import HeldJob, all_idle, live_pods, nodeset_up, pod_names, slurm_node
-from tests.integration.operator_fixtures import apply_nodeset, nodeset, objects, patch_template, scale
+from tests.integration.operator_fixtures import (
+    GROUP,
+    SLURMD_IMAGE,
+    VERSION,
+    apply_nodeset,
+    nodeset,
+    objects,
+    patch_template,
+    scale,
+)
 from tests.integration.waiting import eventually
 from workflows.nodeset import workflow_id
 
@@ -336,3 +345,60 @@ def test_pin_to_node_makes_a_deleted_pod_again_on_its_node(kube: Kube, slurm: Sl
             "made again and bound",
         )
         assert again["spec"]["nodeName"] == node
+
+
+def test_volume_claim_templates_bind_and_follow_the_retention_policy(
+    kube: Kube, slurm: Slurm, cluster: str, dev_env: dict[str, str]
+) -> None:
+    """Each pod mounts its own claim (bound on the stack's local-path class), the data outlives a pod's
+    replacement, `whenScaled: Delete` deletes a scaled-in ordinal's claim, `whenDeleted: Retain` keeps the rest."""
+    ns, name = cluster, fresh_name()
+    template = {
+        "metadata": {"name": "scratch"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "16Mi"}}},
+    }
+    names = nodeset_up(
+        kube,
+        slurm,
+        ns,
+        name,
+        2,
+        volumeClaimTemplates=[template],
+        persistentVolumeClaimRetentionPolicy={"whenScaled": "Delete", "whenDeleted": "Retain"},
+        slurmd={"image": SLURMD_IMAGE, "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]},
+    )
+
+    def claims() -> dict[str, dict[str, Any]]:
+        items = kube.core.list_namespaced_persistent_volume_claim(ns).to_dict()["items"]
+        return {c["metadata"]["name"]: c for c in items if not c["metadata"].get("deletion_timestamp")}
+
+    found = eventually(lambda: (c := claims()) and all(x["status"]["phase"] == "Bound" for x in c.values()) and c, 30)
+    assert sorted(found) == [f"scratch-{n}" for n in names]
+    for n in names:
+        (claim,) = [v for v in (kube.pod(ns, n) or {})["spec"]["volumes"] if v["name"] == "scratch"]
+        assert claim["persistentVolumeClaim"]["claimName"] == f"scratch-{n}"
+    kubectl(dev_env, "exec", "-n", ns, names[0], "-c", "slurmd", "--", "sh", "-c", "echo kept > /scratch/data")
+
+    # The pod is made again (same ordinal): it mounts the same claim, with the data.
+    kube.core.delete_namespaced_pod(names[0], ns)
+    eventually(
+        lambda: (
+            (p := kube.pod(ns, names[0]))
+            and not p["metadata"].get("deletionTimestamp")
+            and condition(p, "Ready").get("status") == "True"
+        ),
+        90,
+        "the pod made again",
+    )
+    out = kubectl(dev_env, "exec", "-n", ns, names[0], "-c", "slurmd", "--", "cat", "/scratch/data")
+    assert out.strip() == "kept"
+
+    # whenScaled: Delete: the claim of the scaled-in ordinal goes once its pod is gone; ordinal 0's stays.
+    scale(kube, ns, name, 1)
+    eventually(lambda: sorted(claims()) == [f"scratch-{names[0]}"], 60, "the scaled-in ordinal's claim deleted")
+
+    # whenDeleted: Retain: the NodeSet goes, its claim stays (the test deletes it).
+    objects(kube).delete_namespaced_custom_object(GROUP, VERSION, ns, "nodesets", name)
+    eventually(lambda: kube.pod(ns, names[0]) is None, 60, "the pod gone")
+    assert sorted(claims()) == [f"scratch-{names[0]}"], "whenDeleted: Retain keeps the claim"
+    kube.core.delete_namespaced_persistent_volume_claim(f"scratch-{names[0]}", ns)
