@@ -210,6 +210,11 @@ class OperatorSettings(BaseModel):
     scale_in_fallback_seconds: float = Field(
         60.0, description="A scale-in re-reads its node this often when no poll signal came."
     )
+    registration_grace_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How long a running slurmd may stay out of Slurm before its NodeSet's SlurmdRegistered is False.",
+    )
     workers: int = Field(4, description="NodeSet reconciles that run at once (one per NodeSet at a time).")
     token_workers: int = Field(2, description="Token reconciles that run at once (one per Token at a time).")
     namespaces: list[str] = Field(default_factory=list, description="Watch only these namespaces; empty: all.")

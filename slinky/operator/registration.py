@@ -46,12 +46,14 @@ def track(
     now: float,
     *,
     container: str = "slurmd",
+    grace: float = GRACE_SECONDS,
 ) -> list[Unregistered]:
     """Update ``since`` (Slurm node name -> (first seen missing while its slurmd ran, last seen so, its pod)) and
     return the nodes past :data:`GRACE_SECONDS`, longest first, whether or not their pod runs at this moment: the
     drift repair deletes such a pod and makes it again, and the condition must not flap meanwhile. ``hostname``
     maps each pod's name to its Slurm node's. A node that registers is forgotten at once; one not seen
-    unregistered for :data:`FORGET_SECONDS` is forgotten too (scaled away)."""
+    unregistered for :data:`FORGET_SECONDS` (4 ``grace`` periods) is forgotten too (scaled away)."""
+    forget = FORGET_SECONDS * grace / GRACE_SECONDS
     known = set(registered)
     waiting: dict[str, str] = {}
     for pod in pods:
@@ -61,19 +63,19 @@ def track(
         if meta.get("deletionTimestamp") or node in known or not _running(pod, container):
             continue
         waiting[node] = name
-    gone = [n for n, (_, last, _) in since.items() if n not in waiting and now - last > FORGET_SECONDS]
+    gone = [n for n, (_, last, _) in since.items() if n not in waiting and now - last > forget]
     for node in [n for n in since if n in known] + gone:
         del since[node]
     for node, pod_name in waiting.items():
         first = since[node][0] if node in since else now
         since[node] = (first, now, pod_name)
-    out = [
-        Unregistered(pod, node, now - first) for node, (first, _, pod) in since.items() if now - first >= GRACE_SECONDS
-    ]
+    out = [Unregistered(pod, node, now - first) for node, (first, _, pod) in since.items() if now - first >= grace]
     return sorted(out, key=lambda u: (-u.seconds, u.pod))
 
 
-def condition(found: list[Unregistered], quotes: Mapping[str, str]) -> tuple[str, str, str, str]:
+def condition(
+    found: list[Unregistered], quotes: Mapping[str, str], grace: float = GRACE_SECONDS
+) -> tuple[str, str, str, str]:
     """(type, status, reason, message): True ``Registered``, or False ``NotRegistered`` naming the pods and
     slurmd's last log line of each (``quotes``: pod name -> line). The message says "for more than" the grace
     period, not how long: it changes only when the pods or slurmd's words do (each change is a status write)."""
@@ -81,10 +83,7 @@ def condition(found: list[Unregistered], quotes: Mapping[str, str]) -> tuple[str
         return (CONDITION, "True", "Registered", "every running slurmd pod's node is in Slurm")
     parts = []
     for item in found[:SHOWN]:
-        text = (
-            f"pod {item.pod}: slurmd runs but Slurm node {item.node} has not registered for more than "
-            f"{GRACE_SECONDS:.0f}s"
-        )
+        text = f"pod {item.pod}: slurmd runs but Slurm node {item.node} has not registered for more than {grace:.0f}s"
         quote = quotes.get(item.pod, "").strip()
         parts.append(f"{text}; slurmd says: {quote}" if quote else text)
     more = f" (and {len(found) - SHOWN} more)" if len(found) > SHOWN else ""

@@ -85,9 +85,14 @@ def held_jobs() -> Iterator[list[HeldJob]]:
 
 
 # ------------------------------------------------------------------------------------------ the operator
+REGISTRATION_GRACE_SECONDS = 8
+
+
 @pytest.fixture(scope="module")
 def operator(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[bytes]]:
-    proc = start_operator(dev_env, tmp_path_factory.mktemp("operator") / "operator.log")
+    # A shorter SlurmdRegistered grace than the default 30 s: the test of a slurmd that never joins waits for it.
+    settings = {"SLINKY_OPERATOR__REGISTRATION_GRACE_SECONDS": str(REGISTRATION_GRACE_SECONDS)}
+    proc = start_operator(dev_env, tmp_path_factory.mktemp("operator") / "operator.log", **settings)
     yield proc
     stop_operator(proc)
 

@@ -126,6 +126,7 @@ def test_a_slurmd_that_never_joins_slurm_is_named_quoting_slurmd(kube: Kube, clu
     """A NodeSet of a Controller whose slurmctld address is wrong (a closed port): the pod runs, its slurmd cannot
     fetch its configuration, and after the grace period `SlurmdRegistered` is False naming the pod, with slurmd's
     own last error line. The other conditions read healthy: only this one can tell."""
+    from tests.integration.conftest import REGISTRATION_GRACE_SECONDS
     from tests.integration.operator_fixtures import GROUP, VERSION, objects
 
     ns = cluster
@@ -141,7 +142,11 @@ def test_a_slurmd_that_never_joins_slurm_is_named_quoting_slurmd(kube: Kube, clu
 
     cond = wait_for(said, 150, "SlurmdRegistered=False quoting slurmd")
     assert cond["reason"] == "NotRegistered", cond
-    assert "pod astray-0: slurmd runs but Slurm node astray-0 has not registered for more than 30s" in cond["message"]
+    grace = REGISTRATION_GRACE_SECONDS  # the module operator's setting (the default is 30 s)
+    assert (
+        f"pod astray-0: slurmd runs but Slurm node astray-0 has not registered for more than {grace}s"
+        in cond["message"]
+    )
     assert "slurmd says: [" in cond["message"], cond["message"]  # a line of its log, with its time
     assert condition(nodeset(kube, ns, "astray"), "ControllerReady")["status"] == "True"
     events = wait_for(lambda: [e for e in kube.events(ns, "astray") if e["reason"] == "NotRegistered"], what="event")

@@ -176,6 +176,7 @@ def build_runtime(
         node_poll_seconds=ops.node_poll_seconds,
         metrics_poll_seconds=ops.metrics_poll_seconds,
         fallback_seconds=ops.scale_in_fallback_seconds,
+        registration_grace=ops.registration_grace_seconds,
     )
     tokens = TokenReconciler(runtime)
     runtime.add(nodesets, workers=ops.workers)

@@ -96,6 +96,7 @@ class NodeSetReconciler:
         node_poll_seconds: float = 1.0,
         metrics_poll_seconds: float = 0.0,
         fallback_seconds: float = 60.0,
+        registration_grace: float = registration.GRACE_SECONDS,
     ) -> None:
         self.runtime = runtime
         self.kube = runtime.kube
@@ -103,6 +104,7 @@ class NodeSetReconciler:
         self.temporal = temporal
         self.task_queue = task_queue
         self.fallback_seconds = fallback_seconds
+        self.registration_grace = registration_grace
         pods = Watch(PODS, label_selector=POD_SELECTOR, on_change=self._pod_changed)
         claims = Watch(CLAIMS, label_selector=POD_SELECTOR, keys=lambda c: [k] if (k := owner_of_claim(c)) else [])
         nodes = Watch(NODES, cluster_scoped=True, on_change=self._node_changed)
@@ -339,11 +341,12 @@ class NodeSetReconciler:
         """``SlurmdRegistered``: the pods whose running slurmd has not joined Slurm for a while, quoting slurmd."""
         since = self._unregistered.setdefault(key, {})
         hostnames = {p["metadata"]["name"]: hostname_of(p) for p in owned}
-        found = registration.track(owned, hostnames, poll.nodes, since, time.monotonic())
+        grace = self.registration_grace
+        found = registration.track(owned, hostnames, poll.nodes, since, time.monotonic(), grace=grace)
         if since:  # look again when the grace period of the earliest ends, and while it lasts
-            self.runtime.requeue_later(self.kind, key, registration.GRACE_SECONDS / 3)
+            self.runtime.requeue_later(self.kind, key, grace / 3)
         quotes = {u.pod: await self.steps.last_words(key[0], u.pod) for u in found[: registration.SHOWN]}
-        return registration.condition(found, quotes)
+        return registration.condition(found, quotes, grace)
 
     async def _status(
         self,
