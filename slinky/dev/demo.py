@@ -19,14 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from slinky.clients.kube import KubeClient
 from slinky.dev import in_cluster, real_nodes, stack
 
 EXAMPLES = stack.REPO / "deploy" / "examples"
+CHARTS = stack.REPO / "deploy" / "charts"
 NS = stack.DEMO_NAMESPACE
-"""The managed cluster's namespace (deploy/examples/slurm-cluster.yaml); the stack's operator watches it."""
+"""The managed cluster's namespace (the `slurm` chart's release); the stack's operator watches it."""
 CLUSTER_LOGS = ".slinky-dev/logs/operator.log and `kubectl logs` of the pods"
 
 
@@ -253,21 +252,81 @@ def operator_scenario(env: dict[str, str], slinky: list[str]) -> int:
     return 0
 
 
-def cluster_manifest(env: dict[str, str]) -> list[dict[str, Any]]:
-    """deploy/examples/slurm-cluster.yaml with the Accounting's database on the stack's MariaDB: its address,
-    user and password (`SLINKY_DEV_MARIADB_*`), which a manifest cannot know."""
-    docs = [d for d in yaml.safe_load_all((EXAMPLES / "slurm-cluster.yaml").read_text()) if d]
+RELEASE = "slurm"
+"""The `slurm` chart's release: Controller `slurm`, NodeSet `slurm-worker-cpu` (Slurm nodes `cpu-<n>`), LoginSet
+`slurm-login-login`, RestApi and Accounting `slurm`."""
+NODESET = f"{RELEASE}-worker-cpu"
+LOGIN_PREFIX = f"{RELEASE}-login-login-"
+EXAMPLE_OBJECTS = (
+    ("controller", "slurm"), ("restapi", "slurm"), ("accounting", "slurm"), ("loginset", "login"),
+    ("nodeset", "cpu"), ("secret", "slurm-auth-slurm"), ("secret", "slurm-auth-jwt"), ("secret", "slurm-sssd-conf"),
+)  # fmt: skip
+"""What an earlier demo made with `kubectl apply -f deploy/examples/slurm-cluster.yaml` (the chart makes its own)."""
+
+
+def chart_values(env: dict[str, str]) -> dict[str, Any]:
+    """The `slurm` chart's values for the demo's cluster (upstream's keys; deploy/examples/slurm-cluster.yaml
+    says the same as custom resources): accounting on the stack's MariaDB (`SLINKY_DEV_MARIADB_*`, which a
+    values file cannot know), a NodeSet `cpu` of one 1-CPU node, a LoginSet `login`, the partition `all`."""
+    return {
+        "controller": {"extraConf": "SchedulerParameters=batch_sched_delay=0,sched_interval=1"},
+        "accounting": {
+            "enabled": True,
+            "storageConfig": {
+                "host": env["SLINKY_DEV_MARIADB_HOST"],
+                "port": int(env["SLINKY_DEV_MARIADB_PORT"]),
+                "database": "slurm_acct_db",
+                "username": env["SLINKY_DEV_MARIADB_USER"],
+                "passwordKeyRef": {"name": "mariadb-password", "key": "password"},
+            },
+        },
+        "nodesets": {"cpu": {"replicas": 1, "slurmd": {"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}}},
+        "loginsets": {"login": {}},
+        "partitions": {"all": {"enabled": True}},
+    }
+
+
+def _password_secret(env: dict[str, str]) -> str:
     password = Path(env["SLINKY_DEV_MARIADB_PASSWORD_FILE"]).read_text().strip()
-    for doc in docs:
-        if doc["kind"] == "Accounting":
-            doc["spec"]["storageConfig"].update(
-                host=env["SLINKY_DEV_MARIADB_HOST"],
-                port=int(env["SLINKY_DEV_MARIADB_PORT"]),
-                username=env["SLINKY_DEV_MARIADB_USER"],
-            )
-        elif doc["kind"] == "Secret" and doc["metadata"]["name"] == "mariadb-password":
-            doc["stringData"] = {"password": password}
-    return docs
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "mariadb-password", "namespace": NS},
+        "stringData": {"password": password},
+    }
+    return json.dumps(secret)
+
+
+def _forget_example(env: dict[str, str]) -> None:
+    """An earlier demo's cluster (applied from the example, not a Helm release) goes first: the chart's release
+    cannot take over objects Helm did not make."""
+    out = _sh(env, "kubectl", "get", "controller", "slurm", "-n", NS, "-o", "json", check=False)
+    try:
+        labels = json.loads(out)["metadata"].get("labels") or {}
+    except (ValueError, KeyError):
+        return
+    if labels.get("app.kubernetes.io/managed-by") == "Helm":
+        return
+    print(
+        f"$ kubectl delete -n {NS} ...   (the cluster an earlier demo applied from deploy/examples/slurm-cluster.yaml)"
+    )
+    for kind, name in EXAMPLE_OBJECTS:
+        _sh(env, "kubectl", "delete", kind, name, "-n", NS, "--ignore-not-found", "--wait=false", check=False)
+    _wait("the earlier cluster's pods gone", lambda: not _pods(env), 120, CLUSTER_LOGS)
+
+
+def _install(env: dict[str, str]) -> None:
+    """`helm upgrade --install` of deploy/charts/slurm with the Helm v4 engine (helm-python-sdk) the tests use."""
+    import helm_python as helm  # the project's Helm engine (a dev dependency)
+
+    values = chart_values(env)
+    with helm.Config(kubeconfig_path=env["KUBECONFIG"], namespace=NS) as cfg:
+        if any(r["name"] == RELEASE for r in cfg.list()):
+            cfg.upgrade(str(CHARTS / "slurm"), RELEASE, values, timeout=120)
+        else:
+            cfg.install(str(CHARTS / "slurm"), RELEASE, values, timeout=120)
+        status = cfg.status(RELEASE)
+    print(f"  release {RELEASE}: {status['status']}, revision {status['revision']}")
 
 
 def _pods(env: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -277,6 +336,17 @@ def _pods(env: dict[str, str]) -> dict[str, dict[str, Any]]:
     except (ValueError, KeyError):
         return {}
     return {p["metadata"]["name"]: p for p in items}
+
+
+def _workers(env: dict[str, str]) -> list[str]:
+    """The Slurm node names of the NodeSet's live pods (pod `slurm-worker-cpu-0` is Slurm node `cpu-0`)."""
+    prefix = f"{RELEASE}-worker-"
+    pods = _pods(env)
+    return sorted(
+        n.removeprefix(prefix)
+        for n, p in pods.items()
+        if n.startswith(NODESET + "-") and not p["metadata"].get("deletionTimestamp")
+    )
 
 
 def _ready(pod: dict[str, Any] | None) -> bool:
@@ -301,8 +371,8 @@ def _config_applied(env: dict[str, str]) -> bool:
 
 
 def _login_pod(env: dict[str, str]) -> str:
-    """A ready pod of LoginSet `login` (its Deployment names them `login-<hash>-<id>`), or ""."""
-    return next((n for n, p in sorted(_pods(env).items()) if n.startswith("login-") and _ready(p)), "")
+    """A ready pod of the release's LoginSet (its Deployment names them `slurm-login-login-<hash>-<id>`), or ""."""
+    return next((n for n, p in sorted(_pods(env).items()) if n.startswith(LOGIN_PREFIX) and _ready(p)), "")
 
 
 class _Login:
@@ -327,20 +397,28 @@ class _Login:
 
 
 def _cluster_up(env: dict[str, str]) -> str:
-    """Apply the manifest (idempotent) and wait for the cluster's pods; the login pod's name, "" on timeout."""
-    manifest = json.dumps({"apiVersion": "v1", "kind": "List", "items": cluster_manifest(env)})
-    print(f"$ kubectl apply -f deploy/examples/slurm-cluster.yaml   (namespace {NS})")
-    print(_sh(env, "kubectl", "apply", "-f", "-", stdin=manifest), end="")
+    """Install (or upgrade) the chart's release and wait for the cluster's pods; the login pod's name, "" on
+    timeout."""
+    _forget_example(env)
+    _sh(env, "kubectl", "apply", "-f", "-", stdin=_password_secret(env))
+    print("$ kubectl create secret generic mariadb-password -n slinky --from-literal=password=...   (the stack's)")
+    print(
+        f"$ helm upgrade --install {RELEASE} deploy/charts/slurm -n {NS} --set accounting.enabled=true ... "
+        '--set-json \'nodesets={"cpu":{"replicas":1}}\' --set-json \'loginsets={"login":{}}\' '
+        "--set partitions.all.enabled=true"
+    )
+    _install(env)
     missing: list[str] = []
 
     def ready() -> bool:
         pods = _pods(env)
-        missing[:] = [n for n in ("slurm-controller-0", "slurm-accounting-0", "cpu-0") if not _ready(pods.get(n))]
-        missing.extend([] if any(n.startswith("login-") and _ready(p) for n, p in pods.items()) else ["login-*"])
+        wanted = ("slurm-controller-0", "slurm-accounting-0", f"{NODESET}-0")
+        missing[:] = [n for n in wanted if not _ready(pods.get(n))]
+        missing.extend([] if any(n.startswith(LOGIN_PREFIX) and _ready(p) for n, p in pods.items()) else ["login"])
         missing.extend([] if _config_applied(env) else ["Controller slurm's config Applied"])
         return not missing
 
-    if not _wait("the cluster's pods Ready", ready, 180, CLUSTER_LOGS):
+    if not _wait("the cluster's pods Ready", ready, 240, CLUSTER_LOGS):
         print(f"demo: not Ready: {', '.join(missing)}")
         return ""
     return _login_pod(env)
@@ -364,8 +442,8 @@ def _jobs_wait_for_nodes(env: dict[str, str], login: _Login) -> int:
         return 1
     print("$ squeue   (both wait: each asks for 2 nodes, the partition has 1 until the NodeSet grows)")
     print(login.run("squeue"), end="")
-    print(f"$ kubectl scale nodeset cpu -n {NS} --replicas=2")
-    _sh(env, "kubectl", "scale", "nodeset", "cpu", "-n", NS, "--replicas=2")
+    print(f"$ kubectl scale nodeset {NODESET} -n {NS} --replicas=2")
+    _sh(env, "kubectl", "scale", "nodeset", NODESET, "-n", NS, "--replicas=2")
     if not _wait(
         "both jobs COMPLETED", lambda: all(login.job(j, "JobState") == "COMPLETED" for j in jobs), 120, CLUSTER_LOGS
     ):
@@ -393,12 +471,11 @@ def _scale_in_waits_for_job(env: dict[str, str], slinky: list[str], login: _Logi
     print(f"  job {job} RUNNING on {busy}")
     scale_ins = [*slinky, "nodesets", "scale-ins", "-n", NS]
     earlier = {r["workflowId"] for r in json.loads(_sh(env, *scale_ins, "--all", "-o", "json") or "[]")}
-    print(f"$ kubectl scale nodeset cpu -n {NS} --replicas=0   (a scale-in takes idle nodes first: take both)")
-    _sh(env, "kubectl", "scale", "nodeset", "cpu", "-n", NS, "--replicas=0")
+    print(f"$ kubectl scale nodeset {NODESET} -n {NS} --replicas=0   (a scale-in takes idle nodes first: take both)")
+    _sh(env, "kubectl", "scale", "nodeset", NODESET, "-n", NS, "--replicas=0")
 
     def busy_waits() -> bool:
-        pods = [n for n in _pods(env) if n.startswith("cpu-")]
-        return pods == [busy] and busy in _sh(env, *scale_ins, check=False)
+        return _workers(env) == [busy] and busy in _sh(env, *scale_ins, check=False)
 
     if not _wait(f"the idle pod gone and {busy} waiting", busy_waits, 60, CLUSTER_LOGS):
         return 1
@@ -406,7 +483,7 @@ def _scale_in_waits_for_job(env: dict[str, str], slinky: list[str], login: _Logi
     print(_sh(env, *scale_ins), end="")
 
     def drained() -> bool:
-        return login.job(job, "JobState") == "COMPLETED" and not any(n.startswith("cpu-") for n in _pods(env))
+        return login.job(job, "JobState") == "COMPLETED" and not _workers(env)
 
     if not _wait(f"job {job} COMPLETED and {busy} deleted", drained, 60, CLUSTER_LOGS):
         return 1
@@ -414,17 +491,17 @@ def _scale_in_waits_for_job(env: dict[str, str], slinky: list[str], login: _Logi
     print(f"$ slinky nodesets scale-ins -n {NS} --all   (this run's)")
     table = _sh(env, *scale_ins, "--all").splitlines()
     print("\n".join(table[:1] + [line for line in table[1:] if line.split()[-1:] and line.split()[-1] not in earlier]))
-    print(f"$ kubectl scale nodeset cpu -n {NS} --replicas=1")
-    _sh(env, "kubectl", "scale", "nodeset", "cpu", "-n", NS, "--replicas=1")
-    if not _wait("cpu-0 Ready again", lambda: _ready(_pods(env).get("cpu-0")), 90, CLUSTER_LOGS):
+    print(f"$ kubectl scale nodeset {NODESET} -n {NS} --replicas=1")
+    _sh(env, "kubectl", "scale", "nodeset", NODESET, "-n", NS, "--replicas=1")
+    if not _wait(f"{NODESET}-0 Ready again", lambda: _ready(_pods(env).get(f"{NODESET}-0")), 90, CLUSTER_LOGS):
         return 1
     return 0
 
 
 def managed_cluster_scenario(env: dict[str, str], slinky: list[str]) -> int:
-    """A whole Slurm cluster from custom resources (deploy/examples/slurm-cluster.yaml): jobs from the login
+    """A whole Slurm cluster from the `slurm` chart's custom resources: jobs from the login
     pod wait for nodes until the NodeSet grows, and a scale-in to zero waits for the running job's node."""
-    print("\n== Operator: a whole Slurm cluster from custom resources (deploy/examples/slurm-cluster.yaml)")
+    print("\n== Operator: a whole Slurm cluster from `helm install` of the slurm chart (deploy/charts/slurm)")
     print(f"   (namespace {NS}; the Accounting's database is the stack's MariaDB: SLINKY_DEV_MARIADB_*)")
     print(
         f"   (real nodes: namespace {NS}'s pods run as containers under kubelet + containerd on the nodes labelled"
@@ -444,7 +521,7 @@ def managed_cluster_scenario(env: dict[str, str], slinky: list[str]) -> int:
         return 1
     print(f"   (scenario done in {time.monotonic() - started:.0f} s)")
     ui = env["TEMPORAL_UI_URL"]
-    print("Where to look (the cluster stays; kubectl delete -f deploy/examples/slurm-cluster.yaml removes it):")
+    print(f"Where to look (the cluster stays; `helm uninstall {RELEASE} -n {NS}` removes it):")
     print(f'  {ui}/namespaces/default/workflows  (search: SlinkyNamespace="{NS}")')
     print("    the cluster's NodeSetScaleIn workflows, and a ControllerReconfigure one for each change of its config:")
     print(
@@ -528,7 +605,7 @@ def bridge_scenario(env: dict[str, str]) -> int:
     print(f'  and the managed cluster: {ui}/namespaces/default/workflows  (search: SlinkyNamespace="{NS}")')
     print(f"source {stack.STATE / 'env'}   # then kubectl, temporal and slinky work from your shell")
     print("kubectl delete pod -n slurm-bridge pause-pod   # ends the lifecycle: job cancelled, finalizer removed")
-    print(f"kubectl get pods -n {NS}   # the managed cluster (deploy/examples/slurm-cluster.yaml): kubectl exec")
+    print(f"kubectl get pods -n {NS}   # the managed cluster (the slurm chart's release {RELEASE}): kubectl exec")
     return 0
 
 
