@@ -150,3 +150,63 @@ def slurm_state(slurm: Slurm, node: str) -> list[str]:
 def _nodesets(kube: Kube, ns: str) -> list[dict[str, Any]]:
     listed = objects(kube).list_namespaced_custom_object(GROUP, VERSION, ns, "nodesets")
     return list(cast(dict[str, Any], listed)["items"])
+
+
+def test_a_new_schedule_replaces_the_window_and_leaving_the_strategy_removes_it(
+    kube: Kube, slurm: Slurm, temporal: Temporal, scheduled_ns: str, operator_process: Operator
+) -> None:
+    ns, name = scheduled_ns, f"s{uuid.uuid4().hex[:5]}"
+    nodeset_up(kube, slurm, ns, name, 1)
+    res_name = su.reservation_name(name)
+
+    def window(start: int, duration: str = "10m") -> None:
+        strategy = {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": rfc3339(start), "duration": duration}}
+        objects(kube).patch_namespaced_custom_object(
+            GROUP, VERSION, ns, "nodesets", name, {"spec": {"updateStrategy": strategy}}
+        )
+
+    first = int(time.time()) + 3600
+    window(first)
+    eventually(lambda: (r := reservation(slurm, res_name)) and r["start_time"]["number"] == first, 20, "first window")
+    old_wf = nodeset(kube, ns, name)["metadata"]["annotations"][wellknown.ANNOTATION_SCHEDULED_UPDATE_WORKFLOW]
+
+    # Another start time: the old window's workflow is cancelled (its reservation deleted) and a new one made.
+    second = first + 7200
+    window(second, "1h")
+    res = eventually(
+        lambda: (r := reservation(slurm, res_name)) and r["start_time"]["number"] == second and r, 30, "second window"
+    )
+    assert res["end_time"]["number"] == second + 3600
+    new_wf = eventually(
+        lambda: (
+            (
+                w := nodeset(kube, ns, name)["metadata"]["annotations"].get(
+                    wellknown.ANNOTATION_SCHEDULED_UPDATE_WORKFLOW
+                )
+            )
+            != old_wf
+            and w
+        ),
+        10,
+    )
+    described = temporal.loop.run_until_complete(temporal.client.get_workflow_handle(old_wf).describe())
+    assert described.status == WorkflowExecutionStatus.CANCELED
+    eventually(lambda: condition(nodeset(kube, ns, name), su.CONDITION).get("status") == "True", 15, "Created again")
+    assert rfc3339(second) in condition(nodeset(kube, ns, name), su.CONDITION)["message"]
+
+    # Back to RollingUpdate: the window goes, with its reservation, finalizer, annotation and condition.
+    body = {"spec": {"updateStrategy": {"type": "RollingUpdate"}}}
+    objects(kube).patch_namespaced_custom_object(GROUP, VERSION, ns, "nodesets", name, body)
+    eventually(lambda: reservation(slurm, res_name) is None, 30, "the reservation deleted")
+
+    def clean() -> bool:
+        obj = nodeset(kube, ns, name)
+        return (
+            wellknown.FINALIZER_NODESET_RESERVATION not in (obj["metadata"].get("finalizers") or [])
+            and wellknown.ANNOTATION_SCHEDULED_UPDATE_WORKFLOW not in (obj["metadata"].get("annotations") or {})
+            and not condition(obj, su.CONDITION)
+        )
+
+    eventually(clean, 20, "finalizer, annotation and ReservationCreated gone")
+    done = temporal.loop.run_until_complete(temporal.client.get_workflow_handle(new_wf).describe())
+    assert done.status == WorkflowExecutionStatus.CANCELED
