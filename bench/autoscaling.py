@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from bench.common import run_cancellable
 from slinky.clients.slurm.models import Diag, JobInfo, JobsResponse, Node, NodesResponse, Partition
 from slinky.dev import stack
-from slinky.dev.demo import NS, cluster_manifest
+from slinky.dev.demo import NS, RELEASE, install_cluster
 from slinky.operator import slurm_metrics
 from slinky.operator.autoscaling import nodeset_hpa
 
@@ -50,7 +50,7 @@ def kubectl(env: dict[str, str], *args: str, stdin: str | None = None, check: bo
 
 
 def login(env: dict[str, str], *command: str) -> str:
-    return kubectl(env, "exec", "-n", NS, "deploy/login", "--", *command, check=False)
+    return kubectl(env, "exec", "-n", NS, f"deploy/{RELEASE}-login-login", "--", *command, check=False)
 
 
 def wait(what: str, probe: Any, timeout: float = 120.0, every: float = 0.1) -> float:
@@ -120,9 +120,7 @@ def from_zero(env: dict[str, str], runs: int) -> dict[str, Any]:
                "spec": {"controllerRef": {"name": "slurm"}, "replicas": 0, "partition": {"enabled": True},
                         "slurmd": {"image": "slurmd:26.05"}}}  # fmt: skip
     hpa = nodeset_hpa(NS, name, max_replicas=1, scale_down_seconds=5)
-    kubectl(
-        env, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": cluster_manifest(env)})
-    )
+    install_cluster(env)  # the demo's cluster, the slurm chart's release
     wait("the managed cluster", lambda: bool(login(env, "sinfo", "-h")), 180, 1.0)
     kubectl(env, "apply", "-f", "-", stdin=json.dumps(nodeset))
     out: dict[str, Any] = {"hpa": [], "by_hand": []}

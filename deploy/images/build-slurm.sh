@@ -6,7 +6,8 @@
 # gives TAG_PREFIX/{slurmctld,slurmd,slurmrestd,slurmdbd,sackd,login}:26.05.
 #
 # 1. Base image TAG_PREFIX/slurm-base:26.05, once per rootfs build: the stack's cached Debian forky Slurm 26.05
-#    chroot (deploy/dev/build-slurm-rootfs.sh, built first when missing), plus tini from the same archive,
+#    chroot (deploy/dev/build-slurm-rootfs.sh, built first when missing), plus tini and openssh-server from the
+#    same archive (no host keys baked in; no sssd: forky's archive has none today, docs/images.md),
 #    the SlurmUser `slurm` moved to uid/gid 401 as in upstream's images, and the daemons' directories.
 #    REBUILD_BASE=1 rebuilds it.
 # 2. One `podman build --network=none --target NAME` per image over that base (entry point scripts only).
@@ -21,7 +22,7 @@ cache=${SLINKY_CACHE_DIR:-$HOME/.cache/slinky-temporal}
 rootfs_tarball="$cache/slurm/rootfs-forky.tar.zst"
 images=(slurmctld slurmd slurmrestd slurmdbd sackd login)
 # What goes into the base besides the rootfs: change it and the base is built again.
-base_id="$(cat "$rootfs_tarball.id" 2>/dev/null || true)+tini+uid401-1"
+base_id="$(cat "$rootfs_tarball.id" 2>/dev/null || true)+tini+sshd+uid401-2"
 
 for tool in podman runc zstd; do
   command -v "$tool" >/dev/null || { echo "build-slurm.sh: $tool is missing: apt-get install -y podman runc zstd" >&2; exit 1; }
@@ -35,7 +36,7 @@ have_base() {
 
 if [ "${REBUILD_BASE:-0}" = 1 ] || ! have_base; then
   bash "$repo/deploy/dev/build-slurm-rootfs.sh" "$rootfs_tarball" >&2
-  base_id="$(cat "$rootfs_tarball.id")+tini+uid401-1"
+  base_id="$(cat "$rootfs_tarball.id")+tini+sshd+uid401-2"
   work=$(mktemp -d "${TMPDIR:-/tmp}/slurm-base.XXXXXX")
   trap 'rm -rf "$work"' EXIT
   root="$work/root"
@@ -43,14 +44,17 @@ if [ "${REBUILD_BASE:-0}" = 1 ] || ! have_base; then
   step "unpack $rootfs_tarball"
   tar -C "$root" -I zstd -xf "$rootfs_tarball"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
-  step "apt-get install tini (chroot, the archive the rootfs came from)"
+  step "apt-get install tini openssh-server (chroot, the archive the rootfs came from)"
   # A private mount namespace: /dev and /proc for apt go away with it, whatever happens.
   unshare --mount --propagation private bash -euo pipefail -c '
     root=$1
     mount --rbind /dev "$root/dev"
     mount -t proc proc "$root/proc"
     chroot "$root" apt-get -qq -o Acquire::Check-Valid-Until=false update
-    DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get -qq -y install --no-install-recommends tini >/dev/null
+    printf "#!/bin/sh\nexit 101\n" > "$root/usr/sbin/policy-rc.d"; chmod +x "$root/usr/sbin/policy-rc.d"
+    DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get -qq -y install --no-install-recommends \
+      tini openssh-server >/dev/null
+    rm -f "$root/usr/sbin/policy-rc.d" "$root"/etc/ssh/ssh_host_*  # no baked host keys: a Secret, or made at start
     chroot "$root" apt-get -qq clean
   ' _ "$root"
   rm -rf "$root"/var/lib/apt/lists/* "$root"/etc/resolv.conf

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from slinky.clients.kube import KubeClient
 from slinky.dev import in_cluster, real_nodes, stack
 
@@ -264,6 +266,24 @@ EXAMPLE_OBJECTS = (
 """What an earlier demo made with `kubectl apply -f deploy/examples/slurm-cluster.yaml` (the chart makes its own)."""
 
 
+def cluster_manifest(env: dict[str, str]) -> list[dict[str, Any]]:
+    """deploy/examples/slurm-cluster.yaml with the Accounting's database on the stack's MariaDB: its address,
+    user and password (`SLINKY_DEV_MARIADB_*`), which a manifest cannot know (the tests and benchmarks that apply
+    the example in a namespace of their own use it)."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "slurm-cluster.yaml").read_text()) if d]
+    password = Path(env["SLINKY_DEV_MARIADB_PASSWORD_FILE"]).read_text().strip()
+    for doc in docs:
+        if doc["kind"] == "Accounting":
+            doc["spec"]["storageConfig"].update(
+                host=env["SLINKY_DEV_MARIADB_HOST"],
+                port=int(env["SLINKY_DEV_MARIADB_PORT"]),
+                username=env["SLINKY_DEV_MARIADB_USER"],
+            )
+        elif doc["kind"] == "Secret" and doc["metadata"]["name"] == "mariadb-password":
+            doc["stringData"] = {"password": password}
+    return docs
+
+
 def chart_values(env: dict[str, str]) -> dict[str, Any]:
     """The `slurm` chart's values for the demo's cluster (upstream's keys; deploy/examples/slurm-cluster.yaml
     says the same as custom resources): accounting on the stack's MariaDB (`SLINKY_DEV_MARIADB_*`, which a
@@ -396,9 +416,9 @@ class _Login:
         return out.split()[-1]
 
 
-def _cluster_up(env: dict[str, str]) -> str:
-    """Install (or upgrade) the chart's release and wait for the cluster's pods; the login pod's name, "" on
-    timeout."""
+def install_cluster(env: dict[str, str]) -> None:
+    """The demo's cluster as a release of the slurm chart (an earlier example-applied one removed first); the
+    integration tests that use the demo's cluster call this too."""
     _forget_example(env)
     _sh(env, "kubectl", "apply", "-f", "-", stdin=_password_secret(env))
     print("$ kubectl create secret generic mariadb-password -n slinky --from-literal=password=...   (the stack's)")
@@ -408,6 +428,12 @@ def _cluster_up(env: dict[str, str]) -> str:
         "--set partitions.all.enabled=true"
     )
     _install(env)
+
+
+def _cluster_up(env: dict[str, str]) -> str:
+    """Install (or upgrade) the chart's release and wait for the cluster's pods; the login pod's name, "" on
+    timeout."""
+    install_cluster(env)
     missing: list[str] = []
 
     def ready() -> bool:

@@ -224,20 +224,35 @@ def ensure_images(
     wanted: str,
     build: Callable[[Callable[[str], None]], None],
     log: Callable[[str], None],
-) -> None:
+) -> bool:
     """Images in the registry as their sources now make them: built and pushed again when ``stamp`` (beside the
-    registry's storage) records other sources (``wanted``), pushed when the registry lacks one."""
+    registry's storage) records other sources (``wanted``), pushed when the registry lacks one. True when they
+    were made again (a node that pulled the old image under the same tag must forget it)."""
     current = stamp.is_file() and stamp.read_text().strip() == wanted
     if current and all(registry_has(registry, p.target) for p in pushes):
-        return
+        return False
     if not current or not all(local_image_exists(p.source) for p in pushes):
         build(log)
     push(registry, pushes, log, force=not current)
     stamp.write_text(wanted + "\n")
+    return not current
 
 
-def ensure_slurm_images(registry: str, stamp: Path, rootfs_id: str, log: Callable[[str], None]) -> None:
-    ensure_images(registry, stamp, slurm_pushes(), slurm_sources_id(rootfs_id), build_slurm_images, log)
+def ensure_slurm_images(registry: str, stamp: Path, rootfs_id: str, log: Callable[[str], None]) -> bool:
+    return ensure_images(registry, stamp, slurm_pushes(), slurm_sources_id(rootfs_id), build_slurm_images, log)
+
+
+def pulled_names(registry: str, pushes: Iterable[Push]) -> list[str]:
+    """The names a node may hold each pushed image under: the registry's, and for upstream's names the mirrored
+    registries' (``ghcr.io/slinkyproject/slurmd:...``)."""
+    from slinky.dev import real_nodes
+
+    out = []
+    for item in pushes:
+        out.append(f"{registry}/{item.target}")
+        if item.target.startswith(f"{UPSTREAM_REPOSITORY}/"):
+            out += [f"{host}/{item.target}" for host in real_nodes.MIRRORED_REGISTRIES]
+    return out
 
 
 def ensure_nginx_image(registry: str, stamp: Path, log: Callable[[str], None]) -> None:

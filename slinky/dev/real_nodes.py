@@ -515,6 +515,13 @@ def import_images(stack: Stack, node: RealNode) -> None:
         _run(ctr(stack, node, "images", "import", str(archive)))
 
 
+def forget_images(stack: Stack, node: RealNode, names: list[str]) -> None:
+    """Drop ``names`` from the node's containerd (an image made again under the same tag: the next pod pulls it;
+    running containers keep theirs)."""
+    if names:
+        _run(ctr(stack, node, "images", "rm", *names), check=False)
+
+
 def stop(procs: ProcessTable, log: Callable[[str], None]) -> None:
     """Stop every real node this stack made: its daemons (kube-proxy, kubelet, then containerd), whatever still
     runs in its network namespace (containers), then the namespaces, veths, routes, cgroups and the bridge."""

@@ -1532,9 +1532,10 @@ def start_registry(procs: ProcessTable) -> None:
     _wait("the image registry", _registry_ready, timeout=30)
 
 
-def push_images() -> None:
+def push_images(nodes: list[real_nodes.RealNode]) -> None:
     """The images the real nodes pull, in the stack's registry (``slinky.dev.images``): the nodes' small images
-    (``slinky/busybox``, ``slinky/pause``) and the Slurm images, built first when missing or out of date."""
+    (``slinky/busybox``, ``slinky/pause``) and the Slurm images, built first when missing or out of date (then
+    the ``nodes`` forget the old ones they pulled under the same tags)."""
     state = real_nodes_state()
     archives = [
         (state / "busybox.oci.tar", real_nodes.TOOLBOX_IMAGE),
@@ -1543,7 +1544,10 @@ def push_images() -> None:
     registry = registry_address()
     images.push_archives(registry, ((path, f"slinky/{image.rsplit('/', 1)[1]}") for path, image in archives), log)
     rootfs_id = _cached_id(SLURM_TARBALL.with_name(SLURM_TARBALL.name + ".id"))
-    images.ensure_slurm_images(registry, REGISTRY_DIR / "slurm-images.id", rootfs_id, log)
+    if images.ensure_slurm_images(registry, REGISTRY_DIR / "slurm-images.id", rootfs_id, log):
+        names = images.pulled_names(registry, images.slurm_pushes())
+        for node in nodes:
+            real_nodes.forget_images(_real_stack(), node, names)
     images.ensure_nginx_image(registry, REGISTRY_DIR / "nginx-image.id", log)
 
 
@@ -1611,7 +1615,7 @@ def start_real_nodes(procs: ProcessTable, count: int, bridge: int = 0) -> None:
         raise StackError(f"--real-bridge-nodes {bridge}: at most {REAL_BRIDGE_NODES_MAX}")
     nodes = _real_nodes(count, bridge)
     real_nodes.start(procs, _real_stack(), nodes, log)
-    push_images()
+    push_images(nodes)
     names = {n.name for n in nodes}
 
     def ready() -> bool:

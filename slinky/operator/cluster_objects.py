@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal
 
 from slinky import wellknown
-from slinky.operator import slurmconf
+from slinky.operator import slurmconf, ssh
 from slinky.operator.api.accounting import Accounting
 from slinky.operator.api.base import ConfigMapKeySelector, SecretKeySelector, ServiceSpec
 from slinky.operator.api.controller import Controller
@@ -278,7 +278,7 @@ def _daemon_container(base: Obj, obj: Controller | RestApi | Accounting | LoginS
 
 def _container(base: Obj, overlay: Mapping[str, Any]) -> Obj:
     """`base` with the user's container merged in: `pods._merge_container` (the user's fields win except the
-    name; env and volumeMounts merged by name; the user's `args` appended to ours), plus upstream's rule for
+    name; env merged by name, volumeMounts by mountPath; the user's `args` appended to ours), plus upstream's rule for
     probes: a user's probe replaces only our probe's handler and the fields it sets (our thresholds stay unless
     overridden)."""
     user = copy.deepcopy(dict(overlay))
@@ -908,10 +908,67 @@ def login_args(controller: Controller) -> list[str]:
     return ["--conf-server", conf_server(controller)]
 
 
+def loginset_ssh_data(loginset: LoginSet) -> dict[str, str]:
+    """The LoginSet's `<name>-ssh-config` data: sshd_config (`extraSshdConfig` at the end) and root's
+    authorized_keys (`rootSshAuthorizedKeys`)."""
+    return {
+        ssh.SSHD_CONFIG_FILE: ssh.sshd_config(loginset.spec.extra_sshd_config, login=True),
+        ssh.AUTHORIZED_KEYS_FILE: ssh.authorized_keys(loginset.spec.root_ssh_authorized_keys),
+    }
+
+
+def loginset_ssh_config(loginset: LoginSet) -> Obj:
+    """The LoginSet's ConfigMap `<name>-ssh-config` (upstream's name), owned by it."""
+    cluster = loginset.spec.controller_ref.name
+    labels = {**_cr_labels(loginset), **_labels("login", loginset, cluster)}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(loginset, ssh.config_name(_name(loginset)), labels, {}),
+        "data": loginset_ssh_data(loginset),
+    }
+
+
+def loginset_host_keys(loginset: LoginSet, keys: Mapping[str, str]) -> Obj:
+    """The LoginSet's Secret `<name>-ssh-host-keys` (upstream's name): made once, kept (the same host keys on
+    every login pod, and across their replacements)."""
+    cluster = loginset.spec.controller_ref.name
+    labels = {**_cr_labels(loginset), **_labels("login", loginset, cluster)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": _metadata(loginset, ssh.host_keys_name(_name(loginset)), labels, {}),
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in keys.items()},
+    }
+
+
+def _login_ssh(loginset: LoginSet) -> tuple[list[Obj], list[Obj]]:
+    """(volumeMounts, volumes) of sshd in a login pod: its config and root's authorized_keys from the ConfigMap,
+    the host keys from the Secret, each at its own path (subPath: the image's /etc/ssh stays)."""
+    name = _name(loginset)
+    mounts = [
+        _mount(ssh.SSH_CONFIG_VOLUME, ssh.SSHD_CONFIG_PATH, read_only=True, sub_path=ssh.SSHD_CONFIG_FILE),
+        _mount(ssh.SSH_CONFIG_VOLUME, ssh.ROOT_AUTHORIZED_KEYS_PATH, read_only=True, sub_path=ssh.AUTHORIZED_KEYS_FILE),
+    ]
+    items = []
+    for key in ssh.HOST_KEY_FILES:
+        for file, mode in ((key, 0o600), (f"{key}.pub", 0o644)):
+            mounts.append(_mount(ssh.SSH_HOST_KEYS_VOLUME, f"/etc/ssh/{file}", read_only=True, sub_path=file))
+            items.append({"key": file, "path": file, "mode": mode})
+    configs = [{"key": f, "path": f, "mode": 0o600} for f in (ssh.SSHD_CONFIG_FILE, ssh.AUTHORIZED_KEYS_FILE)]
+    volumes = [
+        _projected(ssh.SSH_CONFIG_VOLUME, 0o600, [{"configMap": {"name": ssh.config_name(name), "items": configs}}]),
+        _projected(ssh.SSH_HOST_KEYS_VOLUME, 0o600, [{"secret": {"name": ssh.host_keys_name(name), "items": items}}]),
+    ]
+    return mounts, volumes
+
+
 def loginset_deployment(loginset: LoginSet, controller: Controller, *, cluster_domain: str = CLUSTER_DOMAIN) -> Obj:
     """The LoginSet's Deployment (named like it): `spec.replicas` (0 allowed) login pods whose `login` container
     runs sackd configless against the Controller, with the slurm.key in /etc/slurm and the `sssdConfRef` key
-    at /etc/sssd/sssd.conf. No sshd, host keys nor initconf container (see the module docstring).
+    at /etc/sssd/sssd.conf, and sshd beside it (`SSHD=1`) on port 22 with the LoginSet's host keys, sshd_config
+    and root's authorized_keys. No initconf container (see the module docstring).
 
     Raises:
         ValueError: the Controller has no slurmKeyRef.
@@ -921,16 +978,18 @@ def loginset_deployment(loginset: LoginSet, controller: Controller, *, cluster_d
         raise ValueError(f"Controller {_name(controller)}: spec.slurmKeyRef must be set for login pods")
     cluster = loginset.spec.controller_ref.name
     args = login_args(controller)
+    ssh_mounts, ssh_volumes = _login_ssh(loginset)
     base: Obj = {
         "name": APP_LOGIN,
         "args": args,
-        "env": [{"name": "SACKD_OPTIONS", "value": " ".join(args)}],
+        "env": [{"name": "SACKD_OPTIONS", "value": " ".join(args)}, dict(ssh.SSHD_ENV)],
         "ports": [{"name": APP_LOGIN, "containerPort": LOGIN_PORT, "protocol": "TCP"}],
         "readinessProbe": {"exec": {"command": ["test", "-S", SACKD_SOCKET_PATH]}},
         "volumeMounts": [
             _mount(SLURM_ETC_VOLUME, slurmconf.SLURM_ETC_DIR, read_only=True),
             _mount(SACKD_VOLUME, SACKD_DIR),
             _mount(SSSD_CONF_VOLUME, SSSD_CONF_PATH, read_only=True, sub_path=SSSD_CONF_FILE),
+            *ssh_mounts,
         ],
     }
     sssd = loginset.spec.sssd_conf_ref
@@ -944,6 +1003,7 @@ def loginset_deployment(loginset: LoginSet, controller: Controller, *, cluster_d
             _projected(SLURM_ETC_VOLUME, 0o600, [_secret_source(slurm_key, SLURM_KEY_FILE)]),
             _memory_dir(SACKD_VOLUME),
             _projected(SSSD_CONF_VOLUME, 0o600, [_secret_source(sssd, SSSD_CONF_FILE, 0o600)]),
+            *ssh_volumes,
         ],
     }
     template = loginset.spec.template
@@ -951,7 +1011,10 @@ def loginset_deployment(loginset: LoginSet, controller: Controller, *, cluster_d
     # A user's dnsConfig.searches would replace ours (a list): keep the workers' domain first.
     searches = (merged.get("dnsConfig") or {}).get("searches") or []
     merged.setdefault("dnsConfig", {})["searches"] = [search, *(s for s in searches if s != search)]
-    pod = _pod_template(loginset, "login", cluster, template.metadata.labels, template.metadata.annotations, {}, merged)
+    conf_hash = {ssh.ANNOTATION_SSHD_CONF_HASH: ssh.config_hash(loginset_ssh_data(loginset))}
+    pod = _pod_template(
+        loginset, "login", cluster, template.metadata.labels, template.metadata.annotations, conf_hash, merged
+    )
     labels = {**_cr_labels(loginset), **(template.metadata.labels or {}), **_labels("login", loginset, cluster)}
     annotations = {**_cr_annotations(loginset), **(template.metadata.annotations or {})}
     replicas = loginset.spec.replicas

@@ -177,12 +177,13 @@ def _name(nodeset: NodeSet) -> str:
 
 
 def _merge_container(base: Obj, overlay: Obj) -> Obj:
-    """The user's container fields win, except the name; env and volumeMounts are merged by name, and the user's
-    `args` come after ours, as upstream appends them (its chart renders `args: []`, which changes nothing)."""
+    """The user's container fields win, except the name; env is merged by name and volumeMounts by mountPath (a
+    strategic merge patch's keys: one volume may be mounted at several paths), and the user's `args` come after
+    ours, as upstream appends them (its chart renders `args: []`, which changes nothing)."""
     out = {**base, **{k: v for k, v in overlay.items() if k not in {"env", "volumeMounts", "name", "args"}}}
-    for key in ("env", "volumeMounts"):
-        merged = {item["name"]: item for item in base.get(key, [])}
-        merged.update({item["name"]: item for item in overlay.get(key) or []})
+    for key, merge_key in (("env", "name"), ("volumeMounts", "mountPath")):
+        merged = {item[merge_key]: item for item in base.get(key, [])}
+        merged.update({item[merge_key]: item for item in overlay.get(key) or []})
         if merged:
             out[key] = list(merged.values())
     args = [*(base.get("args") or []), *(overlay.get("args") or [])]

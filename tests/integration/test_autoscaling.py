@@ -20,8 +20,8 @@ from typing import Any, cast
 import pytest
 from kubernetes import client
 
-from slinky.dev import aggregation, stack
-from slinky.dev.demo import NS, cluster_manifest
+from slinky.dev import aggregation, demo, stack
+from slinky.dev.demo import NS
 from slinky.dev.procs import ProcessTable
 from slinky.operator.autoscaling import nodeset_hpa
 from tests.integration.cluster import Kube
@@ -52,13 +52,16 @@ def ready(kube: Kube, name: str) -> bool:
     )
 
 
+LOGIN = f"deploy/{demo.RELEASE}-login-login"
+
+
 @pytest.fixture(scope="module")
 def managed(kube: Kube, dev_env: dict[str, str]) -> Iterator[str]:
-    """The demo's managed cluster in namespace `slinky` (applied unless it runs; it stays afterwards)."""
-    body = json.dumps({"apiVersion": "v1", "kind": "List", "items": cluster_manifest(dev_env)})
-    kubectl(dev_env, "apply", "-f", "-", stdin=body)
-    wait_for(lambda: ready(kube, "slurm-controller-0"), 120, "slurm-controller-0 ready")
-    wait_for(lambda: kubectl(dev_env, "exec", "-n", NS, "deploy/login", "--", "sinfo", check=False), 120, "login")
+    """The demo's managed cluster in namespace `slinky`, the slurm chart's release as `make demo` installs it
+    (installed or upgraded; it stays afterwards)."""
+    demo.install_cluster({**os.environ, **dev_env})
+    wait_for(lambda: ready(kube, "slurm-controller-0"), 180, "slurm-controller-0 ready")
+    wait_for(lambda: kubectl(dev_env, "exec", "-n", NS, LOGIN, "--", "sinfo", check=False), 180, "login")
     yield NS
 
 
@@ -123,14 +126,13 @@ def test_an_hpa_scales_a_nodeset_from_zero_and_back_draining_first(
     try:
         wait_for(
             lambda: (
-                f"{name} "
-                in kubectl(dev_env, "exec", "-n", NS, "deploy/login", "--", "sinfo", "-h", "-o", "%P ", check=False)
+                f"{name} " in kubectl(dev_env, "exec", "-n", NS, LOGIN, "--", "sinfo", "-h", "-o", "%P ", check=False)
             ),
             60,
             f"partition {name} in slurm.conf",
         )
         jobs = [
-            kubectl(dev_env, "exec", "-n", NS, "deploy/login", "--", "sbatch", "--parsable", "-p", name, "-N2",
+            kubectl(dev_env, "exec", "-n", NS, LOGIN, "--", "sbatch", "--parsable", "-p", name, "-N2",
                     "--wrap", "sleep 6").strip()
             for _ in range(6)
         ]  # fmt: skip
@@ -155,7 +157,7 @@ def test_an_hpa_scales_a_nodeset_from_zero_and_back_draining_first(
 
         def states() -> list[str]:
             listing = ("sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(jobs))
-            out = kubectl(dev_env, "exec", "-n", NS, "deploy/login", "--", *listing, check=False)
+            out = kubectl(dev_env, "exec", "-n", NS, LOGIN, "--", *listing, check=False)
             return [line.split("|")[1] for line in out.splitlines() if "|" in line]
 
         wait_for(lambda: states().count("COMPLETED") == 6, 180, "the 6 jobs COMPLETED")
@@ -214,7 +216,7 @@ def test_slinky_top_once_shows_the_clusters_partitions(managed: str, dev_env: di
     def agree() -> str | None:
         # slurmctld may be restarting (the NodeSet deleted above changed its config): then ask again.
         listing = ("sinfo", "-h", "-p", "cpu", "-o", "%D")
-        sinfo = kubectl(dev_env, "exec", "-n", NS, "deploy/login", "--", *listing, check=False)
+        sinfo = kubectl(dev_env, "exec", "-n", NS, LOGIN, "--", *listing, check=False)
         text = frame()
         if not sinfo.strip() or f"Cluster {NS}/slurm at " not in text:
             return None
@@ -223,4 +225,4 @@ def test_slinky_top_once_shows_the_clusters_partitions(managed: str, dev_env: di
     # On the real nodes the controller's new pod (the HPA test's NodeSet left its config) takes a minute or more.
     text = wait_for(agree, 180, "slinky top's cpu nodes equal sinfo's")
     assert f"Cluster {NS}/slurm at http://" in text and "Cluster slurm/slurm" in text
-    assert "NodeSets" in text and f"{NS}/cpu" in text and "Scale-ins running" in text
+    assert "NodeSets" in text and f"{NS}/{demo.NODESET}" in text and "Scale-ins running" in text

@@ -37,7 +37,7 @@ RELEASE = "slinky-operator"
 
 
 def manifest(ns: str, dev_env: dict[str, str]) -> list[dict[str, Any]]:
-    """The example as the demo applies it (the stack's MariaDB filled in), in namespace `ns` with a database of
+    """The example with the stack's MariaDB filled in, in namespace `ns` with a database of
     its own; nothing else changed."""
     docs = [d for d in demo.cluster_manifest(dev_env) if d["kind"] != "Namespace"]
     for doc in docs:

@@ -3,7 +3,9 @@
 Reconcile: the Controller it names must exist and the ``sssdConfRef`` Secret key must be there (else
 ``Ready=False`` with the reason and a Warning Event; pods that run keep running); then the Deployment (its
 ``replicas`` is the LoginSet's, zero included: the scale subresource and ``kubectl scale lss/<name>`` work)
-and the Service; status ``replicas`` (ready login pods), ``selector`` (for the scale subresource) and ``Ready``.
+and the Service; sshd's ConfigMap ``<name>-ssh-config`` (sshd_config, root's authorized_keys) and, once, the
+host keys Secret ``<name>-ssh-host-keys``; status ``replicas`` (ready login pods), ``selector`` (for the scale
+subresource) and ``Ready``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from slinky.operator import cluster_objects as objects
+from slinky.operator import ssh
 from slinky.operator.api.controller import Controller
 from slinky.operator.api.loginset import LoginSet
 from workers.operator import cluster_pods
@@ -113,6 +116,9 @@ class LoginSetReconciler:
             self.runtime.warn_once(raw, reason, message)
             await self._status(raw, None, "False", reason, message)
             return
+        await ensure(self.runtime.kube, objects.loginset_ssh_config(loginset))
+        if self.caches.get(SECRETS, ns, ssh.host_keys_name(name)) is None:  # made once, then kept
+            await ensure(self.runtime.kube, objects.loginset_host_keys(loginset, ssh.host_keys(f"{ns}/{name}")))
         live, how = await ensure(self.runtime.kube, deployment)
         if how != "unchanged":
             logger.info("LoginSet %s/%s: Deployment %s %s", ns, name, live["metadata"]["name"], how)
@@ -131,14 +137,8 @@ class LoginSetReconciler:
         conditions = set_condition(
             (raw.get("status") or {}).get("conditions") or [], READY, status, reason, message, generation
         )
-        spec = raw.get("spec") or {}
-        ignored = [f"spec.{f}" for f in ("rootSshAuthorizedKeys", "extraSshdConfig") if spec.get(f)]
-        if ignored:
-            why = f"{', '.join(ignored)}: no sshd runs in the login pods (sackd only)"
-            conditions = set_condition(conditions, FIELDS_SUPPORTED, "False", "NotBuilt", why, generation)
-        else:
-            every = "every field set is reconciled"
-            conditions = set_condition(conditions, FIELDS_SUPPORTED, "True", "AllSupported", every, generation)
+        every = "every field set is reconciled"
+        conditions = set_condition(conditions, FIELDS_SUPPORTED, "True", "AllSupported", every, generation)
         conditions = cluster_pods.with_pods_healthy(self.runtime, raw, objects.APP_LOGIN, conditions)
         body: Obj = {"conditions": conditions}
         try:

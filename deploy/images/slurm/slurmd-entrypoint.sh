@@ -4,6 +4,7 @@
 # CoreSpecCount = cores - POD_CPUS / threads per core, MemSpecLimit = RealMemory - POD_MEMORY, added to
 # --conf (as is Topology=POD_TOPOLOGY when set).
 set -euo pipefail
+. "${SLINKY_LIB:-/usr/local/lib/slinky}/ssh-services.sh"
 POD_CPUS=${POD_CPUS:-0}
 POD_MEMORY=${POD_MEMORY:-0}
 POD_TOPOLOGY=${POD_TOPOLOGY:-}
@@ -37,4 +38,5 @@ if ((${#items[@]})); then
   done
   if ((found == 0)); then args+=(--conf "$extra"); fi
 fi
+start_ssh_services  # SSHD=1 (a NodeSet's ssh.enabled): sshd and sssd beside slurmd
 exec tini -g -- slurmd -D "${args[@]}"

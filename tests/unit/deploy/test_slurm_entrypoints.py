@@ -22,7 +22,7 @@ def run(tmp_path: Path, script: str, *args: str, **env: str) -> list[str]:
         tool.chmod(0o755)
     done = subprocess.run(
         ["bash", str(SCRIPTS / script), *args],
-        env={"PATH": f"{bin_dir}:{os.environ['PATH']}", **env},
+        env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLINKY_LIB": str(SCRIPTS), **env},
         capture_output=True,
         text=True,
         check=True,
@@ -68,3 +68,33 @@ def test_slurmctld_and_sackd_take_their_options_then_their_arguments(tmp_path: P
 def test_the_login_entrypoint_takes_sackd_options_only(tmp_path: Path) -> None:
     argv = run(tmp_path, "login-entrypoint.sh", "--ignored", SACKD_OPTIONS="--conf-server 'c:6817'")
     assert argv == ["sackd", "-D", "--conf-server", "c:6817"]
+
+
+def test_sshd_runs_beside_the_daemon_only_with_sshd_1(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marks = tmp_path / "started"
+    (bin_dir / "sshd").write_text(f'#!/bin/sh\necho "sshd $*" >> {marks}\n')
+    (bin_dir / "ssh-keygen").write_text(f'#!/bin/sh\necho "ssh-keygen $*" >> {marks}\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    script = (
+        (SCRIPTS / "ssh-services.sh")
+        .read_text()
+        .replace("/usr/sbin/sshd", "sshd")
+        .replace("/etc/ssh/", f"{tmp_path}/ssh/")
+    )
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "ssh-services.sh").write_text(script)
+    run(tmp_path, "login-entrypoint.sh", SLINKY_LIB=str(tmp_path / "lib"), PATH=f"{bin_dir}:{os.environ['PATH']}")
+    assert not marks.exists(), "no SSHD=1: no sshd"
+    run(
+        tmp_path,
+        "login-entrypoint.sh",
+        SLINKY_LIB=str(tmp_path / "lib"),
+        SSHD="1",
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+    )
+    started = marks.read_text().splitlines()
+    assert started[0] == "ssh-keygen -A", "no host keys mounted: it makes its own"
+    assert "sshd -D -e" in started

@@ -10,7 +10,7 @@ import pytest
 
 from slinky import wellknown
 from slinky.operator import cluster_objects as co
-from slinky.operator import slurmconf
+from slinky.operator import slurmconf, ssh
 from slinky.operator.api.accounting import Accounting
 from slinky.operator.api.controller import Controller
 from slinky.operator.api.loginset import LoginSet
@@ -562,7 +562,43 @@ def test_loginset_deployment() -> None:
     assert login["readinessProbe"] == {"exec": {"command": ["test", "-S", "/run/slurm/sack.socket"]}}
     pod = dep["spec"]["template"]["spec"]
     assert pod["dnsConfig"]["searches"] == ["slurm-workers.hpc.svc.cluster.local"]
-    assert not {"ssh-host-keys", "ssh-config"} & {v["name"] for v in pod["volumes"]}
+    # sshd beside sackd: its config, root's authorized_keys and the host keys, each at its own path.
+    assert env(login)["SSHD"] == "1"
+    paths = mount_paths(login)
+    assert paths["/etc/ssh/sshd_config"] == "ssh-config" and paths["/root/.ssh/authorized_keys"] == "ssh-config"
+    for key in ("ssh_host_rsa_key", "ssh_host_ecdsa_key", "ssh_host_ed25519_key"):
+        assert paths[f"/etc/ssh/{key}"] == paths[f"/etc/ssh/{key}.pub"] == "ssh-host-keys"
+    (keys,) = volume(dep, "ssh-host-keys")["projected"]["sources"]
+    assert keys["secret"]["name"] == "login-ssh-host-keys"
+    modes = {i["path"]: i["mode"] for i in keys["secret"]["items"]}
+    assert modes["ssh_host_ed25519_key"] == 0o600 and modes["ssh_host_ed25519_key.pub"] == 0o644
+    (config,) = volume(dep, "ssh-config")["projected"]["sources"]
+    assert config["configMap"]["name"] == "login-ssh-config"
+    assert "slinky.slurm.net/sshd-conf-hash" in dep["spec"]["template"]["metadata"]["annotations"]
+
+
+def test_loginset_ssh_config_and_host_keys() -> None:
+    ls = loginset(rootSshAuthorizedKeys="ssh-ed25519 AAAA alice@example", extraSshdConfig="LoginGraceTime 30")
+    cm = co.loginset_ssh_config(ls)
+    assert cm["metadata"]["name"] == "login-ssh-config"
+    assert_owned_by(cm, "LoginSet", "login", "l-uid")
+    sshd_config = cm["data"]["sshd_config"].splitlines()
+    assert "UsePAM yes" in sshd_config and "Subsystem sftp internal-sftp" in sshd_config
+    assert sshd_config[-1] == "LoginGraceTime 30", "extraSshdConfig comes last"
+    assert cm["data"]["authorized_keys"].splitlines()[-1] == "ssh-ed25519 AAAA alice@example"
+    before = co.loginset_deployment(loginset(), controller())["spec"]["template"]["metadata"]["annotations"]
+    after = co.loginset_deployment(ls, controller())["spec"]["template"]["metadata"]["annotations"]
+    hash_key = "slinky.slurm.net/sshd-conf-hash"
+    assert before[hash_key] != after[hash_key], "a new sshd_config or authorized_keys makes new pods"
+    keys = ssh.host_keys("hpc/login")
+    secret = co.loginset_host_keys(ls, keys)
+    assert secret["metadata"]["name"] == "login-ssh-host-keys"
+    assert sorted(secret["data"]) == sorted(f"{k}{p}" for k in ssh.HOST_KEY_FILES for p in ("", ".pub"))
+    assert keys["ssh_host_ed25519_key"].startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    assert keys["ssh_host_ed25519_key.pub"].startswith("ssh-ed25519 ") and keys["ssh_host_rsa_key.pub"].startswith(
+        "ssh-rsa "
+    )
+    assert ssh.host_keys()["ssh_host_ed25519_key"] != keys["ssh_host_ed25519_key"], "new keys each time"
 
 
 def test_loginset_merges_and_external_controller() -> None:
