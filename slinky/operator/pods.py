@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from slinky import wellknown
-from slinky.operator import daemonset
+from slinky.operator import daemonset, ssh
 from slinky.operator.api.controller import Controller
 from slinky.operator.api.nodeset import NodeSet
 
@@ -25,6 +25,8 @@ Obj = dict[str, Any]
 
 SLURMD_PORT = 6818
 SLURM_ETC_VOLUME = "slurm-etc"
+SSSD_CONF_VOLUME = "sssd-conf"
+SSSD_CONF_PATH = "/etc/sssd/sssd.conf"
 SLURMCTLD_PORT = 6817
 """slurmctld's port: SlurmctldPort, the Controller Service, and slurmd's configless `--conf-server`."""
 PRE_STOP = (
@@ -270,6 +272,8 @@ def _build(
     if claims := claim_volumes(nodeset, pod):  # a template's volume replaces one of the same name (StatefulSet)
         names = {v["name"] for v in claims}
         spec["volumes"] = [*(v for v in spec.get("volumes") or [] if v.get("name") not in names), *claims]
+    if nodeset.spec.ssh is not None and nodeset.spec.ssh.enabled:
+        _with_sshd(nodeset, slurmd, spec, annotations)
     user_containers = [c for c in spec.pop("containers", []) or [] if c.get("name") != wellknown.APP_SLURMD]
     spec.update(
         {
@@ -299,6 +303,52 @@ def _build(
         },
         "spec": spec,
     }
+
+
+def ssh_config(nodeset: NodeSet) -> Obj:
+    """A NodeSet's ConfigMap `<name>-ssh-config` (upstream's) with `ssh.enabled`: the workers' sshd_config."""
+    name = _name(nodeset)
+    extra = nodeset.spec.ssh.extra_sshd_config if nodeset.spec.ssh is not None else None
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": ssh.config_name(name),
+            "namespace": str(nodeset.metadata.get("namespace", "default")),
+            "labels": selector_labels(nodeset),
+            "ownerReferences": [owner_reference(nodeset)],
+        },
+        "data": {ssh.SSHD_CONFIG_FILE: ssh.sshd_config(extra, login=False)},
+    }
+
+
+def _with_sshd(nodeset: NodeSet, slurmd: Obj, spec: Obj, annotations: dict[str, str]) -> None:
+    """`ssh.enabled`: sshd beside slurmd (`SSHD=1`, port 22 `ssh`), upstream's sshd_config and the `sssdConfRef`
+    key at /etc/sssd/sssd.conf; the host keys are the pod's own, made at its start, as upstream's workers."""
+    assert nodeset.spec.ssh is not None
+    slurmd["env"] = [*slurmd["env"], dict(ssh.SSHD_ENV)]
+    slurmd["ports"] = [*slurmd["ports"], {"name": "ssh", "containerPort": ssh.PORT, "protocol": "TCP"}]
+    slurmd["volumeMounts"] = [
+        *(slurmd.get("volumeMounts") or []),
+        {
+            "name": ssh.SSH_CONFIG_VOLUME,
+            "mountPath": ssh.SSHD_CONFIG_PATH,
+            "subPath": ssh.SSHD_CONFIG_FILE,
+            "readOnly": True,
+        },
+        {"name": SSSD_CONF_VOLUME, "mountPath": SSSD_CONF_PATH, "subPath": "sssd.conf", "readOnly": True},
+    ]
+    ref = nodeset.spec.ssh.sssd_conf_ref
+    items = [{"key": ssh.SSHD_CONFIG_FILE, "path": ssh.SSHD_CONFIG_FILE, "mode": 0o600}]
+    volumes = [
+        {"name": ssh.SSH_CONFIG_VOLUME, "projected": {"defaultMode": 0o600, "sources": [
+            {"configMap": {"name": ssh.config_name(_name(nodeset)), "items": items}}]}},
+        {"name": SSSD_CONF_VOLUME, "projected": {"defaultMode": 0o600, "sources": [
+            {"secret": {"name": ref.name, "items": [{"key": ref.key, "path": "sssd.conf", "mode": 0o600}]}}]}},
+    ]  # fmt: skip
+    names = {v["name"] for v in volumes}
+    spec["volumes"] = [*(v for v in spec.get("volumes") or [] if v.get("name") not in names), *volumes]
+    annotations[ssh.ANNOTATION_SSHD_CONF_HASH] = ssh.config_hash(ssh_config(nodeset)["data"])
 
 
 def claim_name(template: Obj, pod: str) -> str:

@@ -187,3 +187,29 @@ def test_when_deleted_delete_makes_the_nodeset_own_its_claims() -> None:
     (owner,) = claim["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("NodeSet", "gpu", "u-1", False)
     assert pods.build_claims(nodeset(), "gpu-0") == []
+
+
+def test_ssh_enabled_runs_sshd_beside_slurmd_with_upstreams_config() -> None:
+    ns = nodeset(
+        ssh={"enabled": True, "extraSshdConfig": "MaxSessions 4", "sssdConfRef": {"name": "sssd", "key": "conf"}}
+    )
+    pod = pods.build_pod(ns, CONTROLLER, 0, "abc")
+    (slurmd,) = pod["spec"]["containers"]
+    assert {"name": "SSHD", "value": "1"} in slurmd["env"]
+    assert {"name": "ssh", "containerPort": 22, "protocol": "TCP"} in slurmd["ports"]
+    mounts = {m["mountPath"]: m for m in slurmd["volumeMounts"]}
+    assert (
+        mounts["/etc/ssh/sshd_config"]["name"] == "ssh-config" and mounts["/etc/sssd/sssd.conf"]["name"] == "sssd-conf"
+    )
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["ssh-config"]["projected"]["sources"][0]["configMap"]["name"] == "gpu-ssh-config"
+    assert volumes["sssd-conf"]["projected"]["sources"][0]["secret"] == {
+        "name": "sssd",
+        "items": [{"key": "conf", "path": "sssd.conf", "mode": 0o600}],
+    }
+    config = pods.ssh_config(ns)
+    assert config["metadata"]["name"] == "gpu-ssh-config"
+    lines = config["data"]["sshd_config"].splitlines()
+    assert "AuthenticationMethods publickey password" in lines and lines[-1] == "MaxSessions 4"
+    plain = pods.build_pod(nodeset(), CONTROLLER, 0, "abc")
+    assert "SSHD" not in {e["name"] for e in plain["spec"]["containers"][0]["env"]}

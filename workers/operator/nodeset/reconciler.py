@@ -39,6 +39,7 @@ from slinky.operator import scheduled_update as su
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.models import ControllerKey, PodRef, ScaleInCause, ScaleInInput
 from slinky.operator.validation import nodeset_problems
+from workers.operator.apply import ensure
 from workers.operator.nodeset.claims import CLAIMS, Claims, owner_of_claim
 from workers.operator.nodeset.pods import DRIFT_GRACE_SECONDS, PodSteps, is_terminating
 from workers.operator.nodeset.poll import ControllerPoll, NodePolls, hostname_of, owner_of
@@ -274,6 +275,8 @@ class NodeSetReconciler:
                 ordinals = builder.free_ordinals(used, missing)
                 pins = self._pins(nodeset, raw, active) if nodeset.spec.pin_to_node else {}
                 new = [builder.build_pod(nodeset, ctl, o, revision, pin=pins.get(str(o))) for o in ordinals]
+            if new and nodeset.spec.ssh is not None and nodeset.spec.ssh.enabled:
+                await ensure(self.kube, builder.ssh_config(nodeset))  # sshd_config, before the pods mount it
             await self.claims.ensure(nodeset, [p["metadata"]["name"] for p in new])
             await self.steps.slow_start(new)
         except KubeRejected as err:  # the apiserver refuses the pod the spec makes: say which field
