@@ -51,6 +51,8 @@ HOST_PACKAGES = {
     "mariadb-install-db": "mariadb-server",
     "mariadb": "mariadb-client",
     "podman": "podman",
+    "ssh": "openssh-client",  # the tests and users ssh into login pods
+    "ssh-keyscan": "openssh-client",
     **real_nodes.RUNTIME_PACKAGES,
 }
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")

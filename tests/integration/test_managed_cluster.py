@@ -10,6 +10,7 @@ example cluster of tests/integration/test_real_cluster.py (the operator installe
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -358,6 +359,59 @@ def test_kubectl_exec_into_a_login_pod(kube: Kube, cluster: str, dev_env: dict[s
     failed = kubectl_exec("sh", "-c", "echo to-stderr >&2; exit 7")
     assert failed.returncode == 7 and "to-stderr" in failed.stderr
     assert kubectl_exec("cat", stdin="through stdin\n").stdout == "through stdin\n"
+
+
+def test_ssh_into_a_login_pod_with_roots_authorized_key(
+    kube: Kube, cluster: str, dev_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`rootSshAuthorizedKeys`: sshd in the login pods takes root's key; the pod shows the LoginSet's host key (the
+    `<name>-ssh-host-keys` Secret, the same on every login pod); Slurm's commands work over ssh."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    ns = cluster
+    key = ed25519.Ed25519PrivateKey.generate()
+    identity = tmp_path / "id_ed25519"
+    identity.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption())
+    )
+    identity.chmod(0o600)
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    before = login_pod(kube, ns)
+    kubectl(
+        dev_env, ns, "patch", "lss/login", "--type=merge", "-p", json.dumps({"spec": {"rootSshAuthorizedKeys": public}})
+    )
+
+    def rolled() -> str | None:  # a new sshd_config or authorized_keys makes new pods
+        pod = login_pod(kube, ns)
+        return pod if pod != before else None
+
+    pod = wait_for(rolled, 120, "a login pod with the new authorized_keys")
+    address = kube.core.read_namespaced_pod(pod, ns).status.pod_ip
+    host_keys = kube.core.read_namespaced_secret("login-ssh-host-keys", ns).data
+    known = tmp_path / "known_hosts"
+    pub = base64.b64decode(host_keys["ssh_host_ed25519_key.pub"]).decode().split()
+    known.write_text(f"{address} {pub[0]} {pub[1]}\n")
+    command = [
+        "ssh", "-i", str(identity), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+        "-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes", "-o", "HostKeyAlgorithms=ssh-ed25519",
+        f"root@{address}", "sinfo", "-h", "-o", "%N",
+    ]  # fmt: skip
+    done = wait_for(
+        lambda: (d := subprocess.run(command, capture_output=True, text=True, timeout=30)).returncode == 0 and d,
+        60,
+        "ssh root@login pod",
+    )
+    assert "cpu-[0-1]" in done.stdout, (done.stdout, done.stderr)
+    stranger = tmp_path / "stranger"
+    stranger.write_bytes(
+        ed25519.Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        )
+    )
+    stranger.chmod(0o600)
+    refused = subprocess.run([*command[:2], str(stranger), *command[3:]], capture_output=True, text=True, timeout=30)
+    assert refused.returncode != 0 and "Permission denied" in refused.stderr, "a key not in authorized_keys"
 
 
 def test_a_loginset_scales_to_zero_and_back(kube: Kube, cluster: str, dev_env: dict[str, str]) -> None:

@@ -7,6 +7,7 @@ real slurmd pods with real jobs).
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any
 
 import pytest
@@ -95,19 +96,38 @@ def test_an_unreachable_slurmrestd_is_reported_and_other_controllers_go_on(kube:
     wait_for(lambda: "near-0" in pod_names(kube, ns), what="the other Controller's NodeSet is reconciled")
 
 
-def test_a_field_not_built_yet_is_named_and_the_rest_is_reconciled(kube: Kube, cluster: str) -> None:
+def test_ssh_enabled_runs_sshd_in_the_worker_pods_and_every_field_is_supported(kube: Kube, cluster: str) -> None:
+    """`ssh.enabled` (upstream's field, once refused here): sshd answers on port 22 of the slurmd pod with a host
+    key of its own, beside a slurmd that registers; `FieldsSupported` is True with every field set."""
     ns = cluster
-    claims = [{"metadata": {"name": "scratch"}, "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]
-    apply_nodeset(kube, ns, "pinned", replicas=1, volumeClaimTemplates=claims)
-    cond = wait_for(
-        lambda: (c := condition(nodeset(kube, ns, "pinned"), "FieldsSupported")) and c["status"] == "False" and c,
-        20,
-        "FieldsSupported",
+    kube.core.create_namespaced_secret(
+        ns, {"metadata": {"name": "sssd"}, "stringData": {"sssd.conf": "[sssd]\nservices = nss\n"}}
     )
-    assert cond["reason"] == "NotBuilt" and "spec.volumeClaimTemplates" in cond["message"]
-    events = wait_for(lambda: [e for e in kube.events(ns, "pinned") if e["reason"] == "NotBuilt"], what="event")
-    assert events[0]["type"] == "Warning"
-    wait_for(lambda: "pinned-0" in pod_names(kube, ns), what="the NodeSet is reconciled all the same")
+    ssh = {"enabled": True, "extraSshdConfig": "MaxSessions 4", "sssdConfRef": {"name": "sssd", "key": "sssd.conf"}}
+    claims = [
+        {
+            "metadata": {"name": "scratch"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "16Mi"}}},
+        }
+    ]
+    apply_nodeset(kube, ns, "sshd", replicas=1, ssh=ssh, volumeClaimTemplates=claims)
+    pod = wait_for(
+        lambda: (p := kube.pod(ns, "sshd-0")) and condition(p, "Ready").get("status") == "True" and p,
+        120,
+        "sshd-0 Ready",
+    )
+    config = kube.core.read_namespaced_config_map("sshd-ssh-config", ns).data["sshd_config"]
+    assert config.splitlines()[-1] == "MaxSessions 4"
+
+    def keyscan() -> str:
+        done = subprocess.run(
+            ["ssh-keyscan", "-T", "5", "-t", "ed25519", pod["status"]["podIP"]], capture_output=True, text=True
+        )
+        return done.stdout
+
+    assert "ssh-ed25519 " in wait_for(keyscan, 30, "sshd answers on port 22")
+    cond = wait_for(lambda: condition(nodeset(kube, ns, "sshd"), "FieldsSupported"), 20, "FieldsSupported")
+    assert cond["status"] == "True", cond
 
 
 def test_min_ready_seconds_holds_availability_back(kube: Kube, cluster: str) -> None:
