@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from slinky import wellknown
+from slinky.operator import slurm_state
 from slinky.operator.api.nodeset import NodeSet
+from slinky.operator.models import SlurmNodeView
 
 Obj = dict[str, Any]
 
@@ -159,3 +162,25 @@ def plan(nodeset: NodeSet, nodes: list[Obj], pods: list[Obj]) -> tuple[list[Obj]
             seen.add(node)
     missing = [n for name, n in sorted(wanted.items()) if name not in seen]
     return missing, extra
+
+
+def defunct_nodes(
+    nodeset_feature: str,
+    views: Mapping[str, SlurmNodeView],
+    pod_hostnames: Iterable[str],
+    nodes: Iterable[Obj],
+) -> list[str]:
+    """`pruneSlurmNodeRecords: NodeNotFound` (DaemonSet mode, upstream's `GetDefunctNodesForNodeSet`): the Slurm
+    nodes of the NodeSet (its feature) that no pod of it holds and no Kubernetes node maps to any more (a node
+    deleted while the operator was away: its pod went without its preStop), and that hold no job."""
+    held = set(pod_hostnames)
+    mapped = {hostname_for(n) for n in nodes}
+    return sorted(
+        name
+        for name, view in views.items()
+        if view.exists
+        and nodeset_feature in view.features
+        and name not in held
+        and name not in mapped
+        and not slurm_state.is_busy(view.states)
+    )

@@ -49,6 +49,7 @@ class SlurmNodeView(BaseModel):
     states: list[str] = Field(default_factory=list)
     reason: str = ""
     reservation: str = Field("", description="The reservation the node is in now (Slurm shows an active one).")
+    features: list[str] = Field(default_factory=list, description="Its active features (a NodeSet's name among them).")
     jobs: list[int] = Field(default_factory=list, description="Running jobs holding the node (when read).")
     deadline: str = Field("", description="RFC 3339: when the last of those jobs reaches its time limit.")
 

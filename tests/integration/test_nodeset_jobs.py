@@ -17,7 +17,7 @@ from temporalio.client import WorkflowExecutionStatus
 from slinky import wellknown
 from slinky.dev import real_nodes, stack
 from slinky.operator.models import ScaleInResult, ScaleInStatus
-from tests.integration.cluster import Kube, Slurm, Temporal, condition
+from tests.integration.cluster import REST, Kube, Slurm, Temporal, condition
 from tests.integration.devstack import kubectl
 from tests.integration.nodeset_jobs import HeldJob, all_idle, live_pods, nodeset_up, pod_names, slurm_node
 from tests.integration.operator_fixtures import (
@@ -402,3 +402,32 @@ def test_volume_claim_templates_bind_and_follow_the_retention_policy(
     eventually(lambda: kube.pod(ns, names[0]) is None, 60, "the pod gone")
     assert sorted(claims()) == [f"scratch-{names[0]}"], "whenDeleted: Retain keeps the claim"
     kube.core.delete_namespaced_persistent_volume_claim(f"scratch-{names[0]}", ns)
+
+
+@pytest.mark.parametrize("policy", ["NodeNotFound", "Never"])
+def test_prune_slurm_node_records_node_not_found_deletes_a_defunct_record(
+    kube: Kube, slurm: Slurm, cluster: str, policy: str
+) -> None:
+    """A DaemonSet-mode NodeSet's Slurm node whose Kubernetes node is gone (deleted while no operator watched its
+    pod go, so no preStop ran): `NodeNotFound` deletes the record, `Never` (the default) keeps it."""
+    ns, name = cluster, fresh_name()
+    ghost = f"{name}-ghost"
+    answer = slurm.http.post(
+        f"{REST}/new/node",
+        headers=slurm._headers(),
+        json={"node_conf": f"NodeName={ghost} CPUs=1 RealMemory=100 Feature={name} State=CLOUD"},
+    )
+    assert answer.status_code == 200, answer.text
+    try:
+        apply_nodeset(
+            kube, ns, name, scalingMode="DaemonSet", pruneSlurmNodeRecords=policy,
+            template={"spec": {"nodeSelector": {"example.com/none": "true"}}},
+        )  # fmt: skip
+        if policy == "NodeNotFound":
+            eventually(lambda: slurm_node(slurm, ghost) is None, 30, "the defunct record pruned")
+        else:
+            eventually(lambda: condition(nodeset(kube, ns, name), "ControllerReady").get("status") == "True", 30)
+            time.sleep(3)
+            assert slurm_node(slurm, ghost) is not None, "Never: the record stays"
+    finally:
+        slurm.http.delete(f"{REST}/node/{ghost}", headers=slurm._headers())

@@ -98,3 +98,18 @@ def test_the_pod_is_pinned_and_named_after_its_node() -> None:
     ]
     assert term["matchExpressions"] == [{"key": "a", "operator": "Exists"}], "the user's rule is kept beside the pin"
     assert "podAntiAffinity" not in pod["spec"]["affinity"]
+
+
+def test_defunct_nodes_are_the_nodesets_own_with_no_pod_and_no_kubernetes_node() -> None:
+    from slinky.operator.models import SlurmNodeView
+
+    views = {
+        "n1": SlurmNodeView(name="n1", states=["IDLE"], features=["gpu"]),  # its pod runs
+        "n2": SlurmNodeView(name="n2", states=["DOWN"], features=["gpu"]),  # node n2 exists: its pod comes
+        "n3": SlurmNodeView(name="n3", states=["IDLE", "NOT_RESPONDING"], features=["gpu"]),  # defunct
+        "n4": SlurmNodeView(name="n4", states=["ALLOCATED"], features=["gpu"]),  # a job holds it: kept
+        "n5": SlurmNodeView(name="n5", states=["DOWN"], features=["cpu"]),  # another NodeSet's
+        "n6": SlurmNodeView(name="n6", exists=False, features=["gpu"]),
+    }
+    nodes = [{"metadata": {"name": "n1"}}, {"metadata": {"name": "n2"}}]
+    assert daemonset.defunct_nodes("gpu", views, ["n1"], nodes) == ["n3"]

@@ -132,6 +132,7 @@ class NodePolls:
                         states=list(n.state),
                         reason=n.reason,
                         reservation=n.reservation,
+                        features=list(n.active_features or n.features),
                         jobs=held.ids if held else [],
                         deadline=held.deadline_text() if held else "",
                     )

@@ -32,7 +32,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from slinky import wellknown
-from slinky.clients.errors import KubeConflict, KubeNotFound, KubeRejected
+from slinky.clients.errors import KubeConflict, KubeNotFound, KubeRejected, SlurmNotFound
 from slinky.operator import daemonset, pod_sync, registration, updates, victims
 from slinky.operator import pods as builder
 from slinky.operator import scheduled_update as su
@@ -284,6 +284,8 @@ class NodeSetReconciler:
             await self._status(raw, nodeset, owned, condition=("SpecValid", "False", "FailedCreate", message))
             return
         await self.claims.prune_scaled(key, nodeset, desired, {p["metadata"]["name"] for p in owned})
+        if mode == "DaemonSet" and nodeset.spec.prune_slurm_node_records == "NodeNotFound":
+            await self._prune_defunct(nodeset, controller, poll, owned)
         if poll.missing_since:
             self.runtime.requeue_later(self.kind, key, DRIFT_GRACE_SECONDS / 2)
         self._requeue_when_available(key, nodeset, active)
@@ -300,6 +302,22 @@ class NodeSetReconciler:
             desired=desired,
             more=more,
         )
+
+    async def _prune_defunct(
+        self, nodeset: NodeSet, controller: ControllerKey, poll: ControllerPoll, owned: list[Obj]
+    ) -> None:
+        """`pruneSlurmNodeRecords: NodeNotFound`: delete the NodeSet's Slurm nodes that no pod holds and no
+        Kubernetes node maps to (its node was deleted while no operator watched its pod go)."""
+        feature = builder.slurm_nodeset_name(nodeset)
+        hostnames = [hostname_of(p) for p in owned]
+        defunct = daemonset.defunct_nodes(feature, poll.nodes, hostnames, self.kube_nodes.values())
+        if not defunct:
+            return
+        slurm = await self.slurm.client(controller)
+        for name in defunct:
+            with contextlib.suppress(SlurmNotFound):
+                await slurm.delete_node(name)
+                logger.info("pruned Slurm node %s of NodeSet %s: no pod, no Kubernetes node", name, feature)
 
     @staticmethod
     def _in_maintenance(key: Key, nodeset: NodeSet, active: list[Obj], poll: ControllerPoll) -> frozenset[str]:
