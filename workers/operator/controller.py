@@ -358,8 +358,11 @@ class ControllerReconciler:
         ignored = []
         if spec.ha.enabled:
             ignored.append("spec.ha.enabled: no backup slurmctld runs; Kubernetes makes the one pod again")
-        if spec.metrics.enabled or spec.metrics.service_monitor.enabled:
-            ignored.append("spec.metrics: no ServiceMonitor is made (the operator's own metrics: docs/operator.md)")
+        if spec.metrics.service_monitor.enabled:  # metrics.enabled itself is built: MetricsType in slurm.conf
+            ignored.append(
+                "spec.metrics.serviceMonitor: no ServiceMonitor is made (slurmctld serves /metrics with"
+                " metrics.enabled; the operator's own metrics: docs/metrics.md)"
+            )
         if ignored:
             return (FIELDS_SUPPORTED, "False", "NotBuilt", "; ".join(ignored))
         return (FIELDS_SUPPORTED, "True", "AllSupported", "every field set is reconciled")
