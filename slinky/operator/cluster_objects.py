@@ -517,6 +517,47 @@ def controller_services(controller: Controller) -> list[Obj]:
     return [service, internal]
 
 
+SERVICE_MONITOR_PATHS: Final = ("/metrics/jobs", "/metrics/nodes", "/metrics/partitions", "/metrics/scheduler")
+"""What slurmctld serves with `MetricsType=metrics/openmetrics` (upstream's default endpoints)."""
+
+
+def controller_service_monitor(controller: Controller) -> Obj:
+    """The Controller's prometheus-operator ServiceMonitor (named like it, upstream's builder): the Controller's
+    Service `<name>-controller` by its labels, port `slurmctld`, http, each of `endpoints` (or slurmctld's four
+    openmetrics paths) with the ServiceMonitor's `interval` and `scrapeTimeout` unless the endpoint sets its own."""
+    _require_managed(controller)
+    monitor = controller.spec.metrics.service_monitor
+    own = _labels("controller", controller, _name(controller))
+    labels = {**_cr_labels(controller), **(monitor.labels or {}), **own}
+    annotations = {**_cr_annotations(controller), **(monitor.annotations or {})}
+
+    def endpoint(path: str, interval: str | None, timeout: str | None) -> Obj:
+        out: Obj = {"path": path, "port": APP_SLURMCTLD, "scheme": "http"}
+        if interval:
+            out["interval"] = interval
+        if timeout:
+            out["scrapeTimeout"] = timeout
+        return out
+
+    if monitor.endpoints:
+        endpoints = [
+            endpoint(e.path or "/metrics", e.interval or monitor.interval, e.scrape_timeout or monitor.scrape_timeout)
+            for e in monitor.endpoints
+        ]
+    else:
+        endpoints = [endpoint(p, monitor.interval, monitor.scrape_timeout) for p in SERVICE_MONITOR_PATHS]
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": _metadata(controller, _name(controller), labels, annotations),
+        "spec": {
+            "selector": {"matchLabels": selector_labels("controller", controller)},
+            "namespaceSelector": {"matchNames": [_namespace(controller)]},
+            "endpoints": endpoints,
+        },
+    }
+
+
 def statesave_path(controller: Controller) -> str:
     """Where the save-state volume is mounted: slurm.conf's StateSaveLocation, `<spool>/<ClusterName>`."""
     return f"{slurmconf.SLURMCTLD_SPOOL_DIR}/{slurmconf.cluster_name(controller)}"

@@ -468,6 +468,84 @@ def test_a_config_slurm_refuses_never_reaches_slurmctld_and_the_next_fix_applies
     wait_for(lambda: condition(controller(kube, ns), "ConfigValid").get("reason") == "Applied", 60, "Applied again")
 
 
+SERVICE_MONITOR_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "spec": {
+        "group": "monitoring.coreos.com",
+        "names": {"kind": "ServiceMonitor", "listKind": "ServiceMonitorList", "plural": "servicemonitors",
+                  "singular": "servicemonitor"},
+        "scope": "Namespaced",
+        "versions": [{"name": "v1", "served": True, "storage": True,
+                      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
+    },
+}  # fmt: skip
+"""prometheus-operator's ServiceMonitor API, schema left open (its CRD is not reachable here to install)."""
+
+
+def test_metrics_serve_openmetrics_and_a_service_monitor_follows_the_controller(
+    kube: Kube, cluster: str, dev_env: dict[str, str]
+) -> None:
+    """`metrics.enabled`: slurmctld serves openmetrics (MetricsType in slurm.conf, through ControllerReconfigure);
+    `serviceMonitor.enabled` without the API: a Warning Event names what to install; with it: the ServiceMonitor
+    selects the Controller's Service; turned off, it goes."""
+    ns = cluster
+    objects = client.CustomObjectsApi(kube.api)
+    extensions = client.ApiextensionsV1Api(kube.api)
+    metrics = {"spec": {"metrics": {"enabled": True, "serviceMonitor": {"enabled": True, "interval": "30s"}}}}
+    objects.patch_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "slurm", metrics)
+    wait_for(
+        lambda: "metrics/openmetrics" in sh(ns, "slurm-controller-0", "scontrol", "show", "config", check=False),
+        180,
+        "slurmctld runs MetricsType=metrics/openmetrics",
+    )
+    address = wait_for(lambda: pod_ready(kube, ns, "slurm-controller-0") and kube.pod(ns, "slurm-controller-0"), 60)
+    nodes = wait_for(
+        lambda: (
+            (r := httpx.get(f"http://{address['status']['podIP']}:6817/metrics/nodes", timeout=10)).status_code == 200
+            and r.text
+        ),
+        60,
+        "GET /metrics/nodes from slurmctld",
+    )
+    assert "slurm_nodes" in nodes, nodes[:500]
+    events = wait_for(
+        lambda: [e for e in kube.events(ns, "slurm") if e["reason"] == "ServiceMonitorUnavailable"], 60, "an Event"
+    )
+    assert "install prometheus-operator's CRDs" in events[0]["message"]
+    extensions.create_custom_resource_definition(SERVICE_MONITOR_CRD)
+    try:
+        monitor = wait_for(
+            lambda: _get_or_none(lambda: objects.get_namespaced_custom_object(
+                "monitoring.coreos.com", "v1", ns, "servicemonitors", "slurm")),
+            90,
+            "the ServiceMonitor made once the API is served",
+        )  # fmt: skip
+        labels = kube.core.read_namespaced_service("slurm-controller", ns).metadata.labels
+        assert all(labels.get(k) == v for k, v in monitor["spec"]["selector"]["matchLabels"].items())
+        assert {e["path"] for e in monitor["spec"]["endpoints"]} >= {"/metrics/nodes", "/metrics/jobs"}
+        off = {"spec": {"metrics": {"serviceMonitor": {"enabled": False}}}}
+        objects.patch_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "slurm", off)
+        wait_for(
+            lambda: _get_or_none(lambda: objects.get_namespaced_custom_object(
+                "monitoring.coreos.com", "v1", ns, "servicemonitors", "slurm")) is None,
+            60,
+            "the ServiceMonitor deleted",
+        )  # fmt: skip
+    finally:
+        extensions.delete_custom_resource_definition(SERVICE_MONITOR_CRD["metadata"]["name"])
+
+
+def _get_or_none(read: Any) -> Any:
+    try:
+        return read()
+    except client.ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+
+
 def test_bad_references_are_named_on_the_objects(kube: Kube, cluster: str, dev_env: dict[str, str]) -> None:
     ns = cluster
     kubectl(

@@ -44,6 +44,7 @@ NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
     ("", "pods/status"): {"patch"},
     ("", "pods/log"): {"get"},
     ("", "persistentvolumeclaims"): {"list", "watch", "create", "delete"},
+    ("monitoring.coreos.com", "servicemonitors"): {"get", "create", "patch", "delete"},
     ("", "secrets"): {"get", "list", "watch", "create", "patch"},
     ("", "events"): {"create"},
     ("policy", "poddisruptionbudgets"): {"create"},

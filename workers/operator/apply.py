@@ -24,6 +24,7 @@ COLLECTIONS: Final[Mapping[str, str]] = {
     "StatefulSet": "/apis/apps/v1/namespaces/{ns}/statefulsets",
     "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
     "PodDisruptionBudget": "/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets",
+    "ServiceMonitor": "/apis/monitoring.coreos.com/v1/namespaces/{ns}/servicemonitors",
 }
 IMMUTABLE_SPEC: Final[Mapping[str, frozenset[str]]] = {
     "StatefulSet": frozenset({"selector", "serviceName", "volumeClaimTemplates", "podManagementPolicy"}),

@@ -18,6 +18,7 @@ Reconcile of one Controller (an external one is part 1's: only NodeSets talk to 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -27,6 +28,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from slinky.clients.errors import KubeNotFound
 from slinky.config import OperatorSettings
 from slinky.operator import cluster_objects as objects
 from slinky.operator import slurmconf
@@ -36,7 +38,7 @@ from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.reconfigure import ANNOTATION_REJECTED, ANNOTATION_VERIFIED, ANNOTATION_WORKFLOW, ReconfigureInput
 from slinky.operator.reconfigure import workflow_id as reconfigure_workflow_id
 from workers.operator import cluster_pods
-from workers.operator.apply import ensure
+from workers.operator.apply import ensure, path_of
 from workers.operator.runtime import Runtime, Watch, set_condition
 from workers.operator.workqueue import Key
 
@@ -54,6 +56,8 @@ STATEFULSETS = "/apis/apps/v1/statefulsets"
 CONFIG_VALID = "ConfigValid"
 READY = "Ready"
 FIELDS_SUPPORTED = "FieldsSupported"
+SERVICE_MONITOR_RETRY_SECONDS = 20.0
+"""How often a Controller asking for a ServiceMonitor looks again for the monitoring.coreos.com API."""
 
 
 def controller_path(namespace: str, name: str) -> str:
@@ -96,6 +100,8 @@ class ControllerReconciler:
         self.settings = settings
         self.temporal = temporal
         self.caches = runtime.caches
+        self._monitored: dict[str, bool] = {}
+        """Per Controller uid: whether its ServiceMonitor may exist (a delete is tried once after a start)."""
         self.watches: Sequence[Watch] = (
             Watch(NODESETS, self._by_controller_ref),
             cluster_pods.pods_watch(objects.APP_SLURMCTLD),
@@ -173,6 +179,7 @@ class ControllerReconciler:
         config_hash, config_condition = await self._apply_config(raw, controller, files, rendered_hash)
         for service in [*objects.controller_services(controller), objects.workers_service(controller)]:
             await ensure(self.runtime.kube, service)
+        await self._service_monitor(raw, controller)
         # The pod template's hash belongs to ControllerReconfigure once the StatefulSet exists (it rolls the pod
         # and may roll it back): the reconciler leaves it out, so a merge patch never writes an older one back.
         exists = self.caches.get(
@@ -353,16 +360,38 @@ class ControllerReconciler:
         spec = controller.spec.model_copy(update={"extra_conf": "\n".join([*kept, extra]).strip("\n")})
         return controller.model_copy(update={"spec": spec})
 
+    async def _service_monitor(self, raw: Obj, controller: Controller) -> None:
+        """`metrics.serviceMonitor.enabled` (with `metrics.enabled`): the Controller's ServiceMonitor, made or
+        updated; deleted when turned off. Without prometheus-operator's CRD the API is not served: a Warning
+        Event says so (upstream skips it silently), and the rest of the Controller is reconciled."""
+        monitor = objects.controller_service_monitor(controller)
+        uid = str(raw["metadata"]["uid"])
+        if not (controller.spec.metrics.enabled and controller.spec.metrics.service_monitor.enabled):
+            if self._monitored.get(uid, True):  # one made, or unknown since this operator started
+                with contextlib.suppress(KubeNotFound):
+                    await self.runtime.kube.delete(path_of(monitor))
+                self._monitored[uid] = False
+            return
+        try:
+            await ensure(self.runtime.kube, monitor)
+        except KubeNotFound:
+            message = (
+                f"Controller {raw['metadata']['namespace']}/{raw['metadata']['name']}: spec.metrics.serviceMonitor: "
+                "the API monitoring.coreos.com/v1 ServiceMonitor is not served here (install prometheus-operator's "
+                "CRDs); slurmctld serves /metrics/jobs, /metrics/nodes, /metrics/partitions, /metrics/scheduler"
+            )
+            self.runtime.warn_once(raw, "ServiceMonitorUnavailable", message)
+            # Nothing here watches for the API to appear (prometheus-operator installed later): look again.
+            key = (str(raw["metadata"]["namespace"]), str(raw["metadata"]["name"]))
+            self.runtime.requeue_later(self.kind, key, SERVICE_MONITOR_RETRY_SECONDS)
+            return
+        self._monitored[uid] = True
+
     def _fields_supported(self, controller: Controller) -> tuple[str, str, str, str]:
         spec = controller.spec
         ignored = []
         if spec.ha.enabled:
             ignored.append("spec.ha.enabled: no backup slurmctld runs; Kubernetes makes the one pod again")
-        if spec.metrics.service_monitor.enabled:  # metrics.enabled itself is built: MetricsType in slurm.conf
-            ignored.append(
-                "spec.metrics.serviceMonitor: no ServiceMonitor is made (slurmctld serves /metrics with"
-                " metrics.enabled; the operator's own metrics: docs/metrics.md)"
-            )
         if ignored:
             return (FIELDS_SUPPORTED, "False", "NotBuilt", "; ".join(ignored))
         return (FIELDS_SUPPORTED, "True", "AllSupported", "every field set is reconciled")

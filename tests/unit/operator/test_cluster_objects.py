@@ -695,3 +695,29 @@ def test_a_daemon_without_an_image_is_named_not_built(build: Any, field: str) ->
     """The operator picks no image: a pod that could never start is refused by the builder, naming the field."""
     with pytest.raises(co.MissingImage, match=f"{field}.image is required"):
         build()
+
+
+def test_controller_service_monitor_as_upstreams() -> None:
+    ctl = controller(
+        metrics={"enabled": True, "serviceMonitor": {"enabled": True, "interval": "30s", "labels": {"team": "hpc"}}}
+    )
+    sm = co.controller_service_monitor(ctl)
+    assert (sm["apiVersion"], sm["kind"], sm["metadata"]["name"]) == (
+        "monitoring.coreos.com/v1",
+        "ServiceMonitor",
+        "slurm",
+    )
+    assert sm["metadata"]["labels"]["team"] == "hpc"
+    assert sm["spec"]["namespaceSelector"] == {"matchNames": ["hpc"]}
+    service = co.controller_services(ctl)[0]
+    assert all(service["metadata"]["labels"][k] == v for k, v in sm["spec"]["selector"]["matchLabels"].items())
+    assert [e["path"] for e in sm["spec"]["endpoints"]] == [
+        "/metrics/jobs", "/metrics/nodes", "/metrics/partitions", "/metrics/scheduler"
+    ]  # fmt: skip
+    assert all(
+        e["port"] == "slurmctld" and e["interval"] == "30s" and e["scheme"] == "http" for e in sm["spec"]["endpoints"]
+    )
+    own = controller(metrics={"serviceMonitor": {"endpoints": [{"path": "/metrics/jobs", "scrapeTimeout": "5s"}]}})
+    assert co.controller_service_monitor(own)["spec"]["endpoints"] == [
+        {"path": "/metrics/jobs", "port": "slurmctld", "scheme": "http", "scrapeTimeout": "5s"}
+    ]

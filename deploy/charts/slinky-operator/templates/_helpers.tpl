@@ -65,6 +65,8 @@ The rules of the namespaced resources, from the code (callers of slinky/clients/
   pods/log              get (slurmd's last words on a NodeSet's SlurmdRegistered condition)
   persistentvolumeclaims list watch create delete (a NodeSet's volumeClaimTemplates, whenScaled: Delete)
                                                         workers/operator/nodeset/claims.py
+  servicemonitors       get create patch delete (monitoring.coreos.com: a Controller's metrics.serviceMonitor)
+                                                        workers/operator/controller.py
                                                         workers/operator/nodeset/pods.py
   secrets               get (Controller jwtKeyRef, Token Secrets), list watch (Token Secrets), create patch
                         (the Token's JWT Secret)              workers/operator/slurm_clients.py, workers/operator/token.py
@@ -97,6 +99,9 @@ The rules of the namespaced resources, from the code (callers of slinky/clients/
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
   verbs: [list, watch, create, delete]
+- apiGroups: [monitoring.coreos.com]
+  resources: [servicemonitors]
+  verbs: [get, create, patch, delete]
 - apiGroups: [""]
   resources: [pods/log]
   verbs: [get]
