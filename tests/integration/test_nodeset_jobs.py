@@ -282,12 +282,18 @@ def test_daemonset_mode_follows_the_nodes_that_match(kube: Kube, slurm: Slurm, c
         toleration = {"key": stack.REAL_NODE_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
         template = {"spec": {"nodeSelector": {label: "yes"}, "tolerations": [toleration]}}
         apply_nodeset(kube, ns, name, scalingMode="DaemonSet", template=template)
+
+        def ready(nodes: list[str]) -> bool:  # Ready pods: a pod deleted while it starts takes a 1.20 kubelet long
+            pods = {p["spec"].get("nodeName"): p for p in live_pods(kube, ns)}
+            return all(condition(pods.get(n), "Ready").get("status") == "True" for n in nodes)
+
         eventually(lambda: placement() == {w: w for w in workers[:2]}, 60, "a pod on each labelled node")
-        eventually(lambda: all_idle(slurm, workers[:2]), 30, "their Slurm nodes, named after the nodes, IDLE")
+        eventually(lambda: ready(workers[:2]) and all_idle(slurm, workers[:2]), 60, "Ready, Slurm nodes IDLE")
         assert sorted(pod_names(kube, ns)) == sorted(f"{name}-{w}" for w in workers[:2])
 
         set_label(workers[2], "yes")
         eventually(lambda: placement() == {w: w for w in workers[:3]}, 60, "a node that starts to match gets a pod")
+        eventually(lambda: ready(workers[:3]), 60, "its pod Ready")
         set_label(workers[0], None)
         eventually(lambda: set(placement()) == set(workers[1:3]), 60, "a node that stops matching loses its pod")
         eventually(lambda: slurm_node(slurm, workers[0]) is None, 60, "its Slurm node gone")
