@@ -16,7 +16,7 @@ from kubernetes.client.rest import ApiException
 
 from tests.integration.cluster import Kube, Slurm, Temporal, is_live
 from tests.integration.nodeset_jobs import HeldJob
-from tests.integration.operator_fixtures import GROUP, VERSION, objects, start_operator, stop_operator
+from tests.integration.operator_fixtures import GROUP, VERSION, Operator, objects, start_operator, stop_operator
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -95,6 +95,14 @@ def operator(dev_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) 
     proc = start_operator(dev_env, tmp_path_factory.mktemp("operator") / "operator.log", **settings)
     yield proc
     stop_operator(proc)
+
+
+@pytest.fixture
+def operator_process(dev_env: dict[str, str], tmp_path: Path) -> Iterator[Operator]:
+    """An operator process of the test's own, which the test may `kill -9` and start again."""
+    op = Operator(dev_env, tmp_path / "operator.log")
+    yield op
+    stop_operator(op.proc)
 
 
 @pytest.fixture

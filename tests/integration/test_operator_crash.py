@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,18 +19,11 @@ from slinky import wellknown
 from slinky.operator.models import ScaleInResult
 from tests.integration.cluster import Kube, Slurm, Temporal, condition
 from tests.integration.nodeset_jobs import HeldJob, all_idle, live_pods, nodeset_up, pod_names, slurm_node
-from tests.integration.operator_fixtures import Operator, nodeset, patch_template, scale, stop_operator
+from tests.integration.operator_fixtures import Operator, nodeset, patch_template, scale
 from tests.integration.waiting import eventually
 from workflows.nodeset import workflow_id
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def operator_process(dev_env: dict[str, str], tmp_path: Path) -> Iterator[Operator]:
-    op = Operator(dev_env, tmp_path / "operator.log")
-    yield op
-    stop_operator(op.proc)
 
 
 def runs(temporal: Temporal, wf: str) -> list[Any]:

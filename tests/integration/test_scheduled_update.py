@@ -10,7 +10,6 @@ import datetime as dt
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -28,18 +27,10 @@ from tests.integration.operator_fixtures import (
     Operator,
     nodeset,
     objects,
-    stop_operator,
 )
 from tests.integration.waiting import eventually
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def operator_process(dev_env: dict[str, str], tmp_path: Path) -> Iterator[Operator]:
-    op = Operator(dev_env, tmp_path / "operator.log")
-    yield op
-    stop_operator(op.proc)
 
 
 @pytest.fixture
