@@ -162,12 +162,13 @@ class NodeSetScheduledUpdateWorkflow:
         self._message = f"reservation {view.name} over {','.join(view.nodes)}"
 
     async def _reserve(self, spec: ReservationSpec) -> ReservationView:
+        """Retried while Slurm is away (slurmctld restarting is not a refusal); Slurm's refusal is not retried."""
         view: ReservationView = await workflow.execute_activity(
             "nodeset_reserve",
             spec,
             result_type=ReservationView,
             start_to_close_timeout=retry.CALL_TIMEOUT,
-            retry_policy=retry.SLURM_CLEANUP,
+            retry_policy=retry.SLURM,
         )
         return view
 
