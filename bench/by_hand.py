@@ -35,6 +35,8 @@ Obj = dict[str, Any]
 REPO: Final = Path(__file__).resolve().parents[1]
 ENTRYPOINTS: Final = REPO / "deploy" / "images" / "slurm"
 """The images' entry point scripts, ``<container>-entrypoint.sh``."""
+SSH_SERVICES_SOURCE = '. "${SLINKY_LIB:-/usr/local/lib/slinky}/ssh-services.sh"'
+"""How the login and slurmd entry points load sshd's start (deploy/images/slurm/ssh-services.sh)."""
 TINI: Final = "exec tini -g -- "
 """How an entry point hands over to its daemon: tini is the container's PID 1; by hand the daemon is ``exec``ed."""
 HOST_ENV: Final = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -73,10 +75,13 @@ def mount_script(root: Path, binds: Sequence[Bind], hostname: str) -> str:
 
 
 def entrypoint(container: str) -> str:
-    """The image's entry point script for ``container``, its daemon ``exec``ed without tini."""
+    """The image's entry point script for ``container``, its daemon ``exec``ed without tini, with the file it
+    sources (``ssh-services.sh``, where the image keeps it) inlined: the chroot has no copy."""
     text = (ENTRYPOINTS / f"{container}-entrypoint.sh").read_text()
     if TINI not in text:
         raise RuntimeError(f"{container}-entrypoint.sh no longer hands over with {TINI!r}")
+    if SSH_SERVICES_SOURCE in text:
+        text = text.replace(SSH_SERVICES_SOURCE, (ENTRYPOINTS / "ssh-services.sh").read_text())
     return text.replace(TINI, "exec ")
 
 
