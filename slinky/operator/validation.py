@@ -118,12 +118,3 @@ def _scheduled_update_problems(nodeset: NodeSet) -> list[Problem]:
         message = f"{prefix}.flags: {', '.join(map(repr, unknown))} is not a Slurm reservation flag"
         out.append(Problem(f"{prefix}.flags", reason, message))
     return out
-
-
-def not_built(nodeset: NodeSet) -> list[str]:
-    """Fields set to something this operator does not do yet: the rest of the NodeSet is reconciled, and the
-    user reads what is ignored on the `FieldsSupported` condition and a Warning Event (docs/operator.md). Every
-    field of upstream's NodeSet is built now (issue 31): the condition stays, True, for the next field upstream
-    adds."""
-    del nodeset
-    return []

@@ -57,25 +57,3 @@ def test_max_unavailable_rounds_up_and_is_at_least_one() -> None:
     assert max_unavailable(3, 10) == 3 and max_unavailable("2", 10) == 2
     with pytest.raises(ValueError):
         max_unavailable("x%", 4)
-
-
-def test_every_field_of_upstreams_nodeset_is_built() -> None:
-    from slinky.operator.api.nodeset import NodeSet
-    from slinky.operator.validation import not_built
-
-    plain = NodeSet.model_validate({"metadata": {"name": "a"}, "spec": {"controllerRef": {"name": "s"}}})
-    assert not_built(plain) == []
-    fancy = NodeSet.model_validate(
-        {
-            "metadata": {"name": "a"},
-            "spec": {
-                "controllerRef": {"name": "s"},
-                "pinToNode": True,  # built: not named
-                "minReadySeconds": 10,  # built
-                "volumeClaimTemplates": [{"metadata": {"name": "scratch"}, "spec": {}}],
-                "updateStrategy": {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": "2026-12-01T00:00:00Z"}},
-                "ssh": {"enabled": True, "sssdConfRef": {"name": "sssd", "key": "sssd.conf"}},
-            },
-        }
-    )
-    assert not_built(fancy) == [], "ScheduledUpdate, ssh, volumeClaimTemplates: all built"

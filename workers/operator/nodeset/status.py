@@ -16,7 +16,6 @@ from slinky.operator import pod_health, pod_sync, slurm_state, updates
 from slinky.operator import pods as builder
 from slinky.operator import scheduled_update as su
 from slinky.operator.api.nodeset import NodeSet
-from slinky.operator.validation import not_built
 from workers.operator.nodeset.pods import is_terminating
 from workers.operator.nodeset.poll import ControllerPoll, hostname_of
 from workers.operator.runtime import Runtime, set_condition
@@ -64,16 +63,15 @@ def status_counts(
     return status
 
 
-def informational(nodeset: NodeSet, live: list[Obj], poll: ControllerPoll) -> list[Condition]:
-    """The conditions that tell, never warn: which pods a scale-in holds, and which fields are not built."""
+FIELDS_SUPPORTED: Condition = ("FieldsSupported", "True", "Supported", "every field set is reconciled")
+"""Every field of upstream's NodeSet is built (issue 31); the condition stays, as the Controller's and the
+LoginSet's do, for a field upstream adds later."""
+
+
+def informational(live: list[Obj], poll: ControllerPoll) -> list[Condition]:
+    """The conditions that tell, never warn: which pods a scale-in holds, and that every field is reconciled."""
     held = [(p["metadata"]["name"], poll.nodes.get(hostname_of(p))) for p in live if updates.in_flight(p)]
-    ignored = not_built(nodeset)
-    return [
-        pod_sync.scale_in_condition(held),
-        ("FieldsSupported", "False", "NotBuilt", "ignored: " + "; ".join(ignored))
-        if ignored
-        else ("FieldsSupported", "True", "Supported", "every field set is reconciled"),
-    ]
+    return [pod_sync.scale_in_condition(held), FIELDS_SUPPORTED]
 
 
 async def write_status(
@@ -94,7 +92,7 @@ async def write_status(
     status = status_counts(nodeset, live, poll, revision, desired)
     if pins is not None:
         status["ordinalToNode"] = pins
-    wanted = informational(nodeset, live, poll) if poll is not None else []
+    wanted = informational(live, poll) if poll is not None else []
     wanted.append(pod_health.condition(live))  # the kubelet's word, whether or not Slurm answers
     wanted.extend(more)
     if condition:
