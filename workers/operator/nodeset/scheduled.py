@@ -35,6 +35,8 @@ from workflows.scheduled_update import NodeSetScheduledUpdateWorkflow
 logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 STOP_CHECK_SECONDS = 1.0
+CLOSED_PHASES = frozenset({"ended", "skipped", "refused"})
+"""The phases a window's workflow returns in (`released` is a cancelled one's)."""
 
 
 class ScheduledUpdates:
@@ -45,6 +47,8 @@ class ScheduledUpdates:
         self.task_queue = task_queue
         self._sent: dict[str, list[str]] = {}
         """Per window workflow: the node list last signalled (after a restart: none, so it is sent once)."""
+        self._closed: dict[str, ScheduledUpdateStatus] = {}
+        """The last status of each window that ended (its workflow returned)."""
 
     def running(self, raw: Obj) -> str:
         return str((raw["metadata"].get("annotations") or {}).get(wellknown.ANNOTATION_SCHEDULED_UPDATE_WORKFLOW) or "")
@@ -104,7 +108,7 @@ class ScheduledUpdates:
         current = self.running(raw)
         if current and not await self._stopped(current):
             return False
-        with contextlib.suppress(ControllerProblem, SlurmNotFound):
+        with contextlib.suppress(ControllerProblem):  # no Controller: no Slurm to hold a reservation
             slurm = await self.slurm.client(controller)
             try:
                 await slurm.delete_reservation(su.reservation_name(key[1]))
@@ -139,11 +143,17 @@ class ScheduledUpdates:
         return False
 
     async def _status(self, handle: WorkflowHandle[Any, Any]) -> ScheduledUpdateStatus | None:
+        """The window's `status` query; a closed window's is kept (a query of a closed workflow replays its
+        whole history, and its answer no longer changes)."""
+        if (done := self._closed.get(handle.id)) is not None:
+            return done
         try:
             status: ScheduledUpdateStatus = await handle.query(NodeSetScheduledUpdateWorkflow.status)
         except RPCError as err:
             logger.warning("status of %s: %s", handle.id, err)
             return None
+        if status.phase in CLOSED_PHASES and (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            self._closed[handle.id] = status  # (a recurring window says `ended` while it hands over to its next run)
         return status
 
     async def _add_finalizer(self, raw: Obj) -> None:
