@@ -5,9 +5,11 @@
   into, or the host's ``scontrol``); no tools: not checked, said so in the result;
 * ``write_controller_config``: the ConfigMap ``<name>-config`` (files, hash, workflow, rejected hash) and, in
   restart mode, the StatefulSet's template hash; a slurmctld pod that is not ready on an older hash is deleted
-  so that the StatefulSet makes it again (a StatefulSet never replaces a broken pod by itself);
-* ``controller_state``: the slurmctld pod (hash, ready, last exit and its message) and, through slurmrestd,
-  whether slurmctld answers and when it last (re)read its config;
+  so that the StatefulSet makes it again (a StatefulSet never replaces a broken pod by itself); in place, every
+  slurmctld pod is touched so that kubelet refreshes its files at once;
+* ``controller_state``: the slurmctld pod (hash, ready, last exit and its message; with ``ha.enabled`` the
+  primary and its backups as one: all on the new hash and ready, or the one that ended on it) and, through
+  slurmrestd, whether slurmctld answers and when it last (re)read its config;
 * ``reload_slurmctld``: ``scontrol reconfigure`` through slurmrestd;
 * ``set_controller_condition``: the Controller's ``ConfigValid`` condition and an Event.
 """
@@ -25,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio import activity
 
 from activities.nodeset import SlurmClients
@@ -32,6 +35,8 @@ from slinky.clients.errors import KubeNotFound
 from slinky.clients.events import EventRecorder, object_event
 from slinky.clients.kube import KubeClient, rfc3339
 from slinky.operator import cluster_objects as objects
+from slinky.operator import slurmconf
+from slinky.operator.api.controller import Controller
 from slinky.operator.conditions import set_condition
 from slinky.operator.models import ControllerKey
 from slinky.operator.reconfigure import (
@@ -131,10 +136,12 @@ class ClusterActivities:
             ANNOTATION_REJECTED: inp.rejected_hash or None,
         }
         await self.kube.patch(path, {"metadata": {"annotations": annotations}, "data": data})
+        pods = [p for p in await self._pods(ns, name) if p is not None]
         if not inp.roll_pod:
-            with contextlib.suppress(KubeNotFound):  # no pod yet: it starts with the new files
-                touch = {"metadata": {"annotations": {ANNOTATION_CONFIG_WRITTEN: inp.hash}}}
-                await self.kube.patch(f"/api/v1/namespaces/{ns}/pods/{name}-controller-0", touch)
+            touch = {"metadata": {"annotations": {ANNOTATION_CONFIG_WRITTEN: inp.hash}}}
+            for pod in pods:  # kubelet refreshes a touched pod's projected files at once
+                with contextlib.suppress(KubeNotFound):
+                    await self.kube.patch(f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}", touch)
             return
         sts = f"/apis/apps/v1/namespaces/{ns}/statefulsets/{name}-controller"
         template = {"metadata": {"annotations": {objects.ANNOTATION_SLURM_CONFIG_HASH: inp.hash}}}
@@ -142,16 +149,35 @@ class ClusterActivities:
             await self.kube.patch(sts, {"spec": {"template": template}})
         except KubeNotFound:
             return
-        pod = await self._pod(ns, name)
-        if pod is not None and _pod_hash(pod) != inp.hash and not _ready(pod):
-            # A StatefulSet waits for a broken pod to become ready before it replaces it: it never would.
-            await self.kube.delete(f"/api/v1/namespaces/{ns}/pods/{name}-controller-0", uid=pod["metadata"]["uid"])
+        for pod in pods:
+            if _pod_hash(pod) != inp.hash and not _ready(pod):
+                # A StatefulSet waits for a broken pod to become ready before it replaces it: it never would.
+                with contextlib.suppress(KubeNotFound):
+                    meta = pod["metadata"]
+                    await self.kube.delete(f"/api/v1/namespaces/{ns}/pods/{meta['name']}", uid=meta["uid"])
 
-    async def _pod(self, ns: str, name: str) -> Any:
+    async def _pods(self, ns: str, name: str) -> list[Any]:
+        """The Controller's slurmctld pods by ordinal (None where one is missing): one, or a primary and its
+        backups with `ha.enabled`."""
         try:
-            return await self.kube.get(f"/api/v1/namespaces/{ns}/pods/{name}-controller-0")
+            raw = await self._controller(ns, name)
+            replicas = slurmconf.slurmctld_replicas(Controller.model_validate(raw))
+        except (KubeNotFound, ValidationError):
+            replicas = 1
+        out: list[Any] = []
+        for ordinal in range(replicas):
+            try:
+                out.append(await self.kube.get(f"/api/v1/namespaces/{ns}/pods/{name}-controller-{ordinal}"))
+            except KubeNotFound:
+                out.append(None)
+        return out
+
+    async def _written_hash(self, ns: str, name: str) -> str:
+        try:
+            cm = await self.kube.get(f"/api/v1/namespaces/{ns}/configmaps/{name}-config")
         except KubeNotFound:
-            return None
+            return ""
+        return str((cm["metadata"].get("annotations") or {}).get(objects.ANNOTATION_SLURM_CONFIG_HASH) or "")
 
     @activity.defn(name="controller_state")
     async def controller_state(self, ref: ControllerRef) -> ControllerState:
@@ -159,7 +185,10 @@ class ClusterActivities:
             await self._controller(ref.namespace, ref.name)
         except KubeNotFound:
             return ControllerState(gone=True)
-        pod = await self._pod(ref.namespace, ref.name)
+        pods = await self._pods(ref.namespace, ref.name)
+        pod, pod_hash = pods[0], _pod_hash(pods[0]) if pods[0] is not None else ""
+        if len(pods) > 1:
+            pod, pod_hash = as_one_slurmctld(pods, await self._written_hash(ref.namespace, ref.name))
         responding: bool | None = None
         loaded: float | None = None
         try:
@@ -170,19 +199,15 @@ class ClusterActivities:
                 loaded = (await client.diag()).req_time_start
         except Exception as err:  # no RestApi, or slurmrestd away: unknown, not an error of this verb
             activity.logger.debug("controller %s/%s: slurmrestd not asked: %s", ref.namespace, ref.name, err)
-        if pod is None:
+        if pod is None or None in pods:
             return ControllerState(responding=responding, loaded_since=float(loaded) if loaded else None)
-        status: dict[str, Any] = next(
-            (c for c in (pod.get("status") or {}).get("containerStatuses") or [] if c.get("name") == "slurmctld"), {}
-        )
-        last = (status.get("lastState") or {}).get("terminated") or {}
-        current = (status.get("state") or {}).get("terminated") or {}
-        ended = current or last
+        status = _slurmctld_status(pod)
+        ended = _ended(status)
         return ControllerState(
             pod_exists=True,
             pod_uid=pod["metadata"]["uid"],
-            pod_hash=_pod_hash(pod),
-            ready=_ready(pod),
+            pod_hash=pod_hash,
+            ready=all(_ready(p) for p in pods),
             restarts=int(status.get("restartCount") or 0),
             last_exit_at=_time(ended.get("finishedAt")),
             last_error=str(ended.get("message") or ended.get("reason") or "")[:2000],
@@ -230,6 +255,32 @@ class ClusterActivities:
                     COMPONENT,
                 )
             )
+
+
+def _slurmctld_status(pod: Any) -> dict[str, Any]:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return next((c for c in statuses if c.get("name") == "slurmctld"), {})
+
+
+def _ended(status: dict[str, Any]) -> dict[str, Any]:
+    """The slurmctld container's termination now, else its last one."""
+    current = (status.get("state") or {}).get("terminated") or {}
+    return current or (status.get("lastState") or {}).get("terminated") or {}
+
+
+def as_one_slurmctld(pods: list[Any], written: str) -> tuple[Any, str]:
+    """(the pod to report, the hash to report) for a primary and its backups, as one slurmctld for `judge`.
+
+    A pod on the written hash whose slurmctld ended (the latest such end) is reported, with that hash: it may
+    have refused the new config. Otherwise the primary, with the written hash once every pod runs it (and the
+    first other hash before: the rolling update is not over)."""
+    present = [p for p in pods if p is not None]
+    ended = [p for p in present if _pod_hash(p) == written and _ended(_slurmctld_status(p))]
+    if ended:
+        latest = max(ended, key=lambda p: str(_ended(_slurmctld_status(p)).get("finishedAt") or ""))
+        return latest, written
+    others = [h for h in (_pod_hash(p) for p in present) if h != written]
+    return pods[0], (others[0] if others else written)
 
 
 def _pod_hash(pod: Any) -> str:

@@ -4,8 +4,10 @@ The dev stack's default StorageClass ``slinky-local-path`` names provisioner :da
 first use (``WaitForFirstConsumer``), as Rancher's local-path-provisioner does on small clusters. For a claim of
 that class the scheduler has placed (annotation ``volume.kubernetes.io/selected-node``), this process makes a
 directory under its root and a PersistentVolume ``pvc-<claim uid>`` pre-bound to the claim, with the node as
-its node affinity (the data is that node's: a pod using the claim comes back to it). Kubernetes' own volume
-binder then binds the two. A released volume of ours (its claim deleted, reclaim policy Delete) loses its
+its node affinity (the data is that node's: a pod using the claim comes back to it). A ``ReadWriteMany`` claim
+gets no node affinity: every real node of the dev stack is a kubelet on this one host, so the directory is
+shared by pods on all of them, as an NFS export would be (an HA Controller's StateSaveLocation). Kubernetes'
+own volume binder then binds the two. A released volume of ours (its claim deleted, reclaim policy Delete) loses its
 directory and is deleted.
 
 The directory is mode 0777: a hostPath volume gets no ``fsGroup`` ownership, and the daemons run as their own
@@ -74,18 +76,27 @@ def volume_path(root: Path, claim: Mapping[str, Any]) -> Path:
 
 
 def persistent_volume(claim: Mapping[str, Any], root: Path) -> Obj:
-    """The PersistentVolume for ``claim``: its size and access modes, a hostPath, pinned to the selected node."""
+    """The PersistentVolume for ``claim``: its size and access modes, a hostPath, pinned to the selected node
+    unless the claim asks for ReadWriteMany (see the module's docstring)."""
     meta = claim["metadata"]
     spec = claim.get("spec") or {}
     node = meta["annotations"][ANNOTATION_SELECTED_NODE]
     storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
+    modes = list(spec.get("accessModes") or ["ReadWriteOnce"])
+    pinned = {
+        "required": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}
+            ]
+        }
+    }
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
         "metadata": {"name": volume_name(claim), "annotations": {ANNOTATION_PROVISIONED_BY: PROVISIONER}},
         "spec": {
             "capacity": {"storage": storage},
-            "accessModes": list(spec.get("accessModes") or ["ReadWriteOnce"]),
+            "accessModes": modes,
             "persistentVolumeReclaimPolicy": "Delete",
             "storageClassName": spec.get("storageClassName") or STORAGE_CLASS,
             "volumeMode": spec.get("volumeMode") or "Filesystem",
@@ -97,13 +108,7 @@ def persistent_volume(claim: Mapping[str, Any], root: Path) -> Obj:
                 "uid": meta["uid"],
             },
             "hostPath": {"path": str(volume_path(root, claim)), "type": "DirectoryOrCreate"},
-            "nodeAffinity": {
-                "required": {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}
-                    ]
-                }
-            },
+            **({} if "ReadWriteMany" in modes else {"nodeAffinity": pinned}),
         },
     }
 

@@ -18,9 +18,10 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from slinky import admission_review as envelope
+from slinky.operator.api.controller import Controller
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.tokens import InvalidDuration, parse_duration
-from slinky.operator.validation import nodeset_problems
+from slinky.operator.validation import controller_problems, nodeset_problems
 
 Obj = Mapping[str, Any]
 
@@ -104,6 +105,11 @@ def controller(old: Obj | None, new: Obj) -> list[str]:
     if spec.get("external"):
         return _external(spec)
     out = slurm_conf_problems(spec.get("extraConf"), "spec.extraConf")
+    try:
+        out += [p.message for p in controller_problems(Controller.model_validate(new))]
+    except ValidationError as err:
+        first = err.errors()[0]
+        out.append(f"{'.'.join(map(str, first['loc']))}: {first['msg']}")
     out += _required_ref(spec, "slurmKeyRef", "the cluster's slurm.key (auth/slurm)")
     return out + _required_ref(spec, _jwt_key(spec), "the cluster's JWT key (the operator signs with it)")
 

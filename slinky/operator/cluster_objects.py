@@ -4,8 +4,9 @@ This module owns the objects the operator creates for a Controller (`spec.extern
 Accounting (`spec.external` false) and a LoginSet, and the names and labels other code finds them by:
 
 * Controller: the `<name>-config` ConfigMap (slurm.conf, cgroup.conf, ...), the `<name>-controller` Service,
-  the headless `<name>-controller-internal` Service and the `<name>-controller` StatefulSet (pod
-  `<name>-controller-0`, container `slurmctld`, the save-state volume `statesave`);
+  the headless `<name>-controller-internal` Service and the `<name>-controller` StatefulSet (pods
+  `<name>-controller-<i>`, one plus `ha.backups` with `ha.enabled`, container `slurmctld`, the save-state
+  volume `statesave`);
 * RestApi: the `<name>-restapi` Deployment (container `slurmrestd`) and Service;
 * Accounting: the `<name>-accounting` Secret (slurmdbd.conf), StatefulSet (container `slurmdbd`) and Service;
 * LoginSet: the `<name>` Deployment (container `login`) and Service.
@@ -17,9 +18,9 @@ restapibuilder,accountingbuilder,loginbuilder,common,labels}`. Where this module
 
 * no `reconfigure` sidecar (our reconfigure is a Temporal workflow) and no `logfile` sidecar (our daemons run
   in the foreground and log to stderr; the `slurm-logfile` emptyDir stays so SlurmctldLogFile can be opened);
-* no HA: the Controller StatefulSet always has one replica and no anti-affinity, whatever `spec.ha` says;
-  so the Controller Service selects the pod by its labels alone, without upstream's
-  `controller.slinky.slurm.net/active` label (which upstream's HA status loop sets);
+* the Controller Service selects upstream's `controller.slinky.slurm.net/active` label only with `ha.enabled`
+  (the operator moves that label to the slurmctld in control): a single slurmctld is selected by its labels
+  alone, so it stays reachable while the operator is away (the operator still labels it active, as upstream);
 * no sshd on login pods: no ssh host keys, sshd_config, authorized_keys nor `initconf` container; the login
   container runs sackd (configless, `--conf-server` in its args and in `SACKD_OPTIONS`), with the slurm.key
   projected straight into /etc/slurm;
@@ -489,18 +490,21 @@ def controller_config_map(controller: Controller, files: Mapping[str, str]) -> O
 
 
 def controller_services(controller: Controller) -> list[Obj]:
-    """`<name>-controller` (port 6817 `slurmctld`, merged with `spec.service`) and the headless
-    `<name>-controller-internal` that governs the StatefulSet; both select the slurmctld pod."""
+    """`<name>-controller` (port 6817 `slurmctld`, merged with `spec.service`: slurm.conf's SlurmctldAddr, so
+    every client reaches slurmctld through it) and the headless `<name>-controller-internal` that governs the
+    StatefulSet (SlurmctldHost's addresses). With HA the first selects only the pod labelled
+    `controller.slinky.slurm.net/active`: the slurmctld in control."""
     _require_managed(controller)
     template = controller.spec.service
     selector = selector_labels("controller", controller)
+    active = {wellknown.LABEL_CONTROLLER_ACTIVE: "true"} if high_availability(controller) else {}
     labels, annotations = _controller_service_meta(controller, template)
     service = _service(
         controller,
         controller_service_name(controller),
         labels=labels,
         annotations=annotations,
-        selector=selector,
+        selector={**selector, **active},
         port=_service_port(APP_SLURMCTLD, template, SLURMCTLD_PORT),
         template=template,
     )
@@ -581,8 +585,15 @@ def _statesave_claim_spec(controller: Controller) -> Obj:
 
 
 def _statesave(controller: Controller) -> tuple[Obj | None, Obj | None]:
-    """(pod volume, volumeClaimTemplate) of the save-state, by `spec.persistence` (upstream's cases, HA aside)."""
+    """(pod volume, volumeClaimTemplate) of the save-state, by `spec.persistence` (upstream's cases). With HA
+    every slurmctld must see the same state: only the existing claim will do (`validation.controller_problems`).
+
+    Raises:
+        ValueError: HA without persistence and an existing claim.
+    """
     p = controller.spec.persistence
+    if high_availability(controller) and (p.enabled is False or not p.existing_claim):
+        raise ValueError("ha.enabled needs persistence.enabled and persistence.existingClaim (ReadWriteMany)")
     if p.enabled is False:
         return {"name": STATESAVE_VOLUME, "emptyDir": {}}, None
     if p.existing_claim:
@@ -624,13 +635,21 @@ def _http_probe(path: str, **extra: int) -> Obj:
     return {"httpGet": {"path": path, "port": APP_SLURMCTLD}, **extra}
 
 
+def high_availability(controller: Controller) -> bool:
+    """Whether more than one slurmctld runs (`ha.enabled`): a primary and `ha.backups` backups."""
+    return slurmconf.slurmctld_replicas(controller) > 1
+
+
 def _slurmctld_container(controller: Controller) -> Obj:
     _, security = _slurm_security(SLURM_UID)
+    # Only the slurmctld in control answers /readyz: with backups, readiness is /livez (upstream's rule), else a
+    # backup would never be ready and the StatefulSet's rolling update would wait for it for good.
+    readiness = LIVEZ if high_availability(controller) else READYZ
     base: Obj = {
         "name": APP_SLURMCTLD,
         "ports": [{"name": APP_SLURMCTLD, "containerPort": SLURMCTLD_PORT, "protocol": "TCP"}],
         "startupProbe": _http_probe(LIVEZ, failureThreshold=6, periodSeconds=10),
-        "readinessProbe": _http_probe(READYZ),
+        "readinessProbe": _http_probe(readiness),
         "livenessProbe": _http_probe(LIVEZ, failureThreshold=6, periodSeconds=10),
         "securityContext": security,
         "volumeMounts": [
@@ -662,8 +681,26 @@ def workers_service(controller: Controller) -> Obj:
     )
 
 
+def _anti_affinity(controller: Controller, spec: Obj) -> Obj:
+    """`spec` with upstream's HA rule added: a required pod anti-affinity on the node's hostname, so a primary
+    and its backup never share a node (the template's own affinity terms are kept)."""
+    out = copy.deepcopy(spec)
+    affinity = out.setdefault("affinity", {})
+    anti = affinity.setdefault("podAntiAffinity", {})
+    terms = anti.setdefault("requiredDuringSchedulingIgnoredDuringExecution", [])
+    terms.append(
+        {
+            "labelSelector": {"matchLabels": selector_labels("controller", controller)},
+            "topologyKey": "kubernetes.io/hostname",
+        }
+    )
+    return out
+
+
 def controller_statefulset(controller: Controller, config_hash: str | None) -> Obj:
-    """The `<name>-controller` StatefulSet: one slurmctld pod `<name>-controller-0`.
+    """The `<name>-controller` StatefulSet: slurmctld pods `<name>-controller-<i>`, one, or with `ha.enabled`
+    a primary (ordinal 0, SlurmctldHost's first line) and `ha.backups` backups, on different nodes (a required
+    pod anti-affinity), all mounting the one existing ReadWriteMany claim as StateSaveLocation.
 
     Its pods get hostname = pod name and subdomain = `<name>-controller-internal` from the StatefulSet, which
     SlurmctldHost names. The pod template carries `ANNOTATION_SLURM_CONFIG_HASH` = `config_hash` only
@@ -673,10 +710,10 @@ def controller_statefulset(controller: Controller, config_hash: str | None) -> O
     The save-state volume `statesave` is a volumeClaimTemplate (persistence enabled, no existingClaim), the
     existing claim, or an emptyDir (persistence disabled). `spec.template` is merged into the pod and
     `spec.slurmctld` into the `slurmctld` container. Upstream's `reconfigure` and `logfile` sidecars are left
-    out (a Temporal workflow reconfigures; slurmctld logs to stderr), and so is HA: one replica, always.
+    out (a Temporal workflow reconfigures; slurmctld logs to stderr).
 
     Raises:
-        ValueError: the Controller is external, or has no slurmKeyRef or jwtKeyRef.
+        ValueError: the Controller is external, or has no slurmKeyRef or jwtKeyRef, or HA lacks an existing claim.
     """
     _require_managed(controller)
     cluster = _name(controller)
@@ -692,6 +729,8 @@ def controller_statefulset(controller: Controller, config_hash: str | None) -> O
     template = controller.spec.template
     rolls = not controller.spec.inplace_reconfigure and config_hash is not None
     hashes = {ANNOTATION_SLURM_CONFIG_HASH: config_hash} if rolls and config_hash else {}
+    replicas = slurmconf.slurmctld_replicas(controller)
+    pod_spec = _pod_spec(base, template.spec, APP_SLURMCTLD)
     pod = _pod_template(
         controller,
         "controller",
@@ -699,7 +738,7 @@ def controller_statefulset(controller: Controller, config_hash: str | None) -> O
         template.metadata.labels,
         template.metadata.annotations,
         hashes,
-        _pod_spec(base, template.spec, APP_SLURMCTLD),
+        _anti_affinity(controller, pod_spec) if replicas > 1 else pod_spec,
     )
     labels = {
         **_cr_labels(controller),
@@ -708,7 +747,7 @@ def controller_statefulset(controller: Controller, config_hash: str | None) -> O
     }
     annotations = {**_cr_annotations(controller), **(template.metadata.annotations or {})}
     spec: Obj = {
-        "replicas": 1,
+        "replicas": replicas,
         "revisionHistoryLimit": 0,
         "selector": {"matchLabels": selector},
         "serviceName": controller_internal_service_name(controller),

@@ -209,7 +209,8 @@ def cluster_name(controller: Controller) -> str:
     return controller.spec.cluster_name or f"{_namespace(controller)}_{_meta(controller, 'name')}"
 
 
-def _replicas(controller: Controller) -> int:
+def slurmctld_replicas(controller: Controller) -> int:
+    """How many slurmctld run: 1, plus `ha.backups` (default 1) with `ha.enabled`, as upstream's `Replicas()`."""
     ha = controller.spec.ha
     if not ha.enabled:
         return 1
@@ -221,7 +222,7 @@ def _slurmctld_hosts(controller: Controller) -> list[str]:
     its stable DNS name under the headless `<name>-controller-internal` Service."""
     base = f"{_meta(controller, 'name')}-controller"
     namespace = _namespace(controller)
-    return [f"{base}-{i}({base}-{i}.{base}-internal.{namespace})" for i in range(_replicas(controller))]
+    return [f"{base}-{i}({base}-{i}.{base}-internal.{namespace})" for i in range(slurmctld_replicas(controller))]
 
 
 def _slurmctld_addr(controller: Controller) -> str:

@@ -1,4 +1,5 @@
-"""What is wrong with a NodeSet, field by field (until part 2's validating webhook denies it at admission).
+"""What is wrong with a NodeSet or a Controller, field by field, for the validating webhook and the status
+conditions alike (an object written while the webhook was away still gets a condition).
 
 Each problem names the field, a CamelCase reason for the status condition and Event, and what to fix.
 The CRD schema already denies what it can (negative replicas, unknown enums, a newline in
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from slinky.operator import slurm_state
+from slinky.operator.api.controller import Controller
 from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.pods import parse_extra_conf
 from slinky.operator.tokens import InvalidDuration, parse_duration
@@ -51,6 +53,26 @@ def max_unavailable(value: int | str, desired: int) -> int:
     if text.isdigit():
         return max(int(text), 1)
     raise ValueError(f"{value!r} is neither a number nor a percentage")
+
+
+HA_NEEDS_SHARED_STATE: Final = "HighAvailabilityNeedsSharedState"
+
+
+def controller_problems(controller: Controller) -> list[Problem]:
+    """Upstream's CEL rule on a managed Controller: `ha.enabled` needs `persistence.enabled` and an
+    `existingClaim` (a ReadWriteMany claim every slurmctld replica mounts as its StateSaveLocation: the backup
+    takes over from the state the primary saved)."""
+    spec = controller.spec
+    if spec.external or not spec.ha.enabled:
+        return []
+    if spec.persistence.enabled is False or not spec.persistence.existing_claim:
+        message = (
+            "spec.ha.enabled: slurm high availability (HA) mode requires spec.persistence.enabled and "
+            "spec.persistence.existingClaim naming a PVC with an access mode of ReadWriteMany (the backup slurmctld "
+            "takes over from the state the primary saved there)"
+        )
+        return [Problem("spec.ha.enabled", HA_NEEDS_SHARED_STATE, message)]
+    return []
 
 
 def nodeset_problems(nodeset: NodeSet) -> list[Problem]:

@@ -682,16 +682,45 @@ def test_mariadb_down_loses_no_accounting_record(kube: Kube, cluster: str) -> No
     wait_for(lambda: ready().get("status") == "True", 40, "Ready=True once the database is back")
 
 
+def _active(kube: Kube, ns: str, name: str) -> list[str]:
+    """The Controller's slurmctld pods labelled active."""
+    pods = kube.core.list_namespaced_pod(ns, label_selector=f"app.kubernetes.io/instance={name}").items
+    return sorted(p.metadata.name for p in pods if (p.metadata.labels or {}).get(ACTIVE) == "true")
+
+
+def _endpoint_ips(kube: Kube, ns: str, service: str) -> list[str]:
+    subsets = kube.core.read_namespaced_endpoints(service, ns).subsets or []
+    return sorted(a.ip for s in subsets for a in s.addresses or [])
+
+
+def _pod_ip(kube: Kube, ns: str, pod: str) -> str:
+    return str((kube.pod(ns, pod) or {}).get("status", {}).get("podIP") or "")
+
+
+ACTIVE = "controller.slinky.slurm.net/active"
+HASH = "slinky.slurm.net/slurm-config-hash"
+
+
+@pytest.mark.timeout(420)  # two slurmctld pods made in order, a takeover after SlurmctldTimeout and back, a roll
 def test_a_managed_controller_on_an_external_accounting_beside_the_managed_one(
     kube: Kube, cluster: str, dev_env: dict[str, str]
 ) -> None:
-    """Hybrid: a second managed Controller whose Accounting is external (`external: true`, `externalConfig`:
-    here the first cluster's slurmdbd, reached as any external slurmdbd would be). Its jobs are recorded there,
-    beside the first cluster's, and both clusters keep running."""
+    """Hybrid and highly available: a second managed Controller whose Accounting is external (`external: true`,
+    `externalConfig`: here the first cluster's slurmdbd, reached as any external slurmdbd would be), run as
+    upstream's `ha.enabled` (a primary and one backup slurmctld on different nodes, one ReadWriteMany claim as
+    StateSaveLocation). Its jobs are recorded in the external slurmdbd, beside the first cluster's. A hung
+    primary (SIGSTOP) is taken over by the backup: the operator moves the `active` label, the Service (Slurm's
+    SlurmctldAddr) follows, and jobs keep running; killed, the primary comes back and takes control again."""
     ns = cluster
     keys = {
         "slurmKeyRef": {"name": "slurm-auth-slurm", "key": "slurm.key"},
         "jwtKeyRef": {"name": "slurm-auth-jwt", "key": "jwt.key"},
+    }
+    state_claim: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "hybrid-state"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
     }
     hybrid: list[dict[str, Any]] = [
         {
@@ -707,7 +736,10 @@ def test_a_managed_controller_on_an_external_accounting_beside_the_managed_one(
             "spec": {
                 **keys,
                 "accountingRef": {"name": "ext"},
-                "extraConf": "SchedulerParameters=batch_sched_delay=0,sched_interval=1",
+                # A backup takes over after SlurmctldTimeout without an answer (Slurm's default: 120 s).
+                "extraConf": "SchedulerParameters=batch_sched_delay=0,sched_interval=1\nSlurmctldTimeout=10",
+                "ha": {"enabled": True, "backups": 1},
+                "persistence": {"enabled": True, "existingClaim": "hybrid-state"},
             },
         },
         {
@@ -729,21 +761,15 @@ def test_a_managed_controller_on_an_external_accounting_beside_the_managed_one(
         },
     ]
     objects = client.CustomObjectsApi(kube.api)
+
+    def config_valid() -> dict[str, Any]:
+        return condition(
+            objects.get_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "hybrid"), "ConfigValid"
+        )
+
     # Without the slurmctld image (the operator picks none): named on the Controller, nothing made.
     kubectl(dev_env, ns, "apply", "-f", "-", body=hybrid)
-    cond = wait_for(
-        lambda: (
-            (
-                c := condition(
-                    objects.get_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "hybrid"), "ConfigValid"
-                )
-            ).get("reason")
-            == "MissingImage"
-            and c
-        ),
-        30,
-        "ConfigValid=False MissingImage",
-    )
+    cond = wait_for(lambda: (c := config_valid()).get("reason") == "MissingImage" and c, 30, "MissingImage")
     assert cond["status"] == "False" and "spec.slurmctld.image is required" in cond["message"]
     wait_for(
         lambda: [
@@ -756,28 +782,102 @@ def test_a_managed_controller_on_an_external_accounting_beside_the_managed_one(
     )
     apps = client.AppsV1Api(kube.api)
     assert apps.list_namespaced_stateful_set(ns, field_selector="metadata.name=hybrid-controller").items == []
-    hybrid[1]["spec"]["slurmctld"] = {"image": image("slurmctld")}
+    # kubelet would restart a hung slurmctld after 60 s (upstream's livenessProbe); later here, so the test sees
+    # the backup in control for as long as it needs, then kills the primary itself.
+    hybrid[1]["spec"]["slurmctld"] = {"image": image("slurmctld"), "livenessProbe": {"failureThreshold": 60}}
     kubectl(dev_env, ns, "apply", "-f", "-", body=hybrid)
     try:
-        for pod in ("hybrid-controller-0", "hy-0"):
-            wait_for(lambda p=pod: pod_ready(kube, ns, p), 90, f"pod {pod} ready")
+        # HA names a claim that does not exist yet: said, nothing made.
+        cond = wait_for(lambda: (c := config_valid()).get("reason") == "ClaimNotFound" and c, 30, "ClaimNotFound")
+        assert "PersistentVolumeClaim" in cond["message"] and "hybrid-state" in cond["message"]
+        assert apps.list_namespaced_stateful_set(ns, field_selector="metadata.name=hybrid-controller").items == []
+        kubectl(dev_env, ns, "apply", "-f", "-", body=[state_claim])
+        for pod in ("hybrid-controller-0", "hybrid-controller-1", "hy-0"):
+            wait_for(lambda p=pod: pod_ready(kube, ns, p), 120, f"pod {pod} ready")
+        primary, backup = (kube.pod(ns, f"hybrid-controller-{i}") or {} for i in (0, 1))
+        assert primary["spec"]["nodeName"] != backup["spec"]["nodeName"]  # upstream's anti-affinity
+        wait_for(lambda: _active(kube, ns, "hybrid") == ["hybrid-controller-0"], 30, "the primary labelled active")
+        assert _endpoint_ips(kube, ns, "hybrid-controller") == [_pod_ip(kube, ns, "hybrid-controller-0")]
+        ping = sh(ns, "hybrid-controller-1", "scontrol", "ping")
+        assert "(primary) at hybrid-controller-0 is UP" in ping and "(backup) at hybrid-controller-1 is UP" in ping
         conf = sh(ns, "hybrid-controller-0", "scontrol", "show", "config")
         assert "AccountingStorageHost   = slurm-accounting" in conf and "AccountingStoragePort   = 6819" in conf
         wait_for(
             lambda: "idle" in sh(ns, "hybrid-controller-0", "sinfo", "-h", "-o", "%t", check=False), 60, "hy-0 idle"
         )
-        job = sh(ns, "hybrid-controller-0", *SBATCH, "-p", "hy", "-N1", "--wrap", "hostname").strip()
 
-        def hybrid_state() -> str:
-            out = sh(ns, "hybrid-controller-0", "scontrol", "show", "job", job, check=False)
-            return next((w.split("=", 1)[1] for w in out.split() if w.startswith("JobState=")), "")
+        def run_job(pod: str) -> str:
+            job = sh(ns, pod, *SBATCH, "-p", "hy", "-N1", "--wrap", "hostname").strip()
 
-        wait_for(lambda: hybrid_state() == "COMPLETED", 60, f"hybrid job {job} COMPLETED")
+            def state() -> str:
+                out = sh(ns, pod, "scontrol", "show", "job", job, check=False)
+                return next((w.split("=", 1)[1] for w in out.split() if w.startswith("JobState=")), "")
+
+            wait_for(lambda: state() == "COMPLETED", 120, f"hybrid job {job} COMPLETED")
+            return job
+
+        job = run_job("hybrid-controller-0")
         login = login_pod(kube, ns)
-        listing = ("sacct", "-M", f"{ns}_hybrid", "-X", "-n", "-j", job, "-o", "Cluster,State")
-        wait_for(lambda: "COMPLETED" in sh(ns, login, *listing, check=False), 60, "the external Accounting has it")
+
+        def recorded(job: str) -> bool:
+            listing = ("sacct", "-M", f"{ns}_hybrid", "-X", "-n", "-j", job, "-o", "Cluster,State")
+            return "COMPLETED" in sh(ns, login, *listing, check=False)
+
+        wait_for(lambda: recorded(job), 60, "the external Accounting has it")
         own = sh(ns, "slurm-controller-0", *SBATCH, "-N1", "--wrap", "true").strip()
         wait_for(lambda: job_state(ns, own) == "COMPLETED", 60, "the first cluster still runs jobs")
+
+        # A new slurm.conf goes through ControllerReconfigure to both: each pod is made again from the new
+        # template (the backup first), and the primary runs it.
+        before = config_valid()["message"]
+        patch = {"spec": {"extraConf": hybrid[1]["spec"]["extraConf"] + "\nMaxJobCount=20000"}}
+        objects.patch_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "hybrid", patch)
+
+        def applied() -> bool:
+            cond = config_valid()
+            pods = [kube.pod(ns, f"hybrid-controller-{i}") or {} for i in (0, 1)]
+            hashes = {(p.get("metadata") or {}).get("annotations", {}).get(HASH) for p in pods}
+            new = cond.get("reason") == "Applied" and cond["message"] != before
+            return new and len(hashes) == 1 and hashes.pop() in cond["message"]
+
+        wait_for(applied, 180, "the new slurm.conf applied to both slurmctld pods")
+        config = sh(ns, "hybrid-controller-1", "scontrol", "show", "config")
+        assert "MaxJobCount             = 20000" in config
+        wait_for(lambda: _active(kube, ns, "hybrid") == ["hybrid-controller-0"], 60, "the primary in control")
+        # (Also what lets the backup take over below: with accounting, Slurm's backup ends at a takeover, "fatal:
+        # No Assoc usage file", until the primary has saved its state once; a clean stop saves it.)
+
+        # The primary hangs: the backup takes over, the label and the Service follow, jobs still run.
+        sh(ns, "hybrid-controller-0", "sh", "-c", "kill -STOP $(pidof slurmctld)")
+        try:
+            wait_for(lambda: _active(kube, ns, "hybrid") == ["hybrid-controller-1"], 90, "the backup labelled active")
+        except AssertionError as err:
+            ping = sh(ns, "hybrid-controller-1", "scontrol", "ping", check=False)
+            logs = kubectl(dev_env, ns, "logs", "hybrid-controller-1", "--tail=15")
+            raise AssertionError(f"{err}\n{ping}\n{logs}") from err
+        backup_ip = _pod_ip(kube, ns, "hybrid-controller-1")
+        wait_for(lambda: _endpoint_ips(kube, ns, "hybrid-controller") == [backup_ip], 30, "the Service on the backup")
+        assert "(backup) at hybrid-controller-1 is UP" in sh(ns, "hybrid-controller-1", "scontrol", "ping")
+        taken_over = run_job("hybrid-controller-1")
+        ready = condition(objects.get_namespaced_custom_object(GROUP, VERSION, ns, "controllers", "hybrid"), "Ready")
+        assert ready["status"] == "True" and "hybrid-controller-1 is in control" in ready["message"], ready
+
+        # Killed, the primary's container starts again and takes control back from the backup.
+        sh(ns, "hybrid-controller-0", "sh", "-c", "kill -KILL $(pidof slurmctld)")
+        wait_for(lambda: _active(kube, ns, "hybrid") == ["hybrid-controller-0"], 120, "the primary active again")
+        wait_for(
+            lambda: "hybrid-controller-0 is UP" in sh(ns, "hybrid-controller-1", "scontrol", "ping", check=False),
+            60,
+            "the primary answers",
+        )
+        run_job("hybrid-controller-0")
+        try:
+            wait_for(lambda: recorded(taken_over), 60, "the job run by the backup in the external Accounting")
+        except AssertionError as err:
+            listing = sh(ns, login, "sacct", "-M", f"{ns}_hybrid", "-X", "-a", "-o", "JobID,Cluster,State", check=False)
+            logs = kubectl(dev_env, ns, "logs", "hybrid-controller-1", "--tail=25")
+            raise AssertionError(f"{err}\n{listing}\n{logs}") from err
+
     finally:
         for plural, name in (
             ("controllers", "hybrid"),
@@ -787,3 +887,5 @@ def test_a_managed_controller_on_an_external_accounting_beside_the_managed_one(
         ):
             with contextlib.suppress(client.ApiException):
                 objects.delete_namespaced_custom_object(GROUP, VERSION, ns, plural, name)
+        with contextlib.suppress(client.ApiException):
+            kube.core.delete_namespaced_persistent_volume_claim("hybrid-state", ns)

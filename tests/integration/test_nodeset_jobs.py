@@ -197,7 +197,7 @@ def test_on_delete_replaces_only_deleted_pods(kube: Kube, slurm: Slurm, cluster:
             and not p["metadata"].get("deletionTimestamp")
             and p["metadata"]["labels"][wellknown.LABEL_CONTROLLER_REVISION_HASH] != old
         ),
-        30,
+        90,  # the old pod first ends on its node (slurmd's stop, then the kubelet's status sync), then a new one
         "the deleted pod made again at the new revision",
     )
     assert (kube.pod(ns, names[1]) or {})["metadata"]["labels"][wellknown.LABEL_CONTROLLER_REVISION_HASH] == old

@@ -100,6 +100,7 @@ BAD = [
     ("NodeSet", {**GOOD_NODESET, "updateStrategy": SCHEDULED}, "scheduledUpdate.duration must be at least 1m"),
     ("Controller", {**KEYS, "extraConf": "MaxJobCount=1\nnot slurm"}, "line 2 is not Slurm configuration"),
     ("Accounting", {**KEYS, "storageConfig": {"username": "slurm"}}, "spec.storageConfig.host"),
+    ("Controller", {**KEYS, "ha": {"enabled": True}}, "high availability (HA) mode requires"),
     ("Token", {"jwtKeyRef": KEYS["jwtKeyRef"], "username": "slurm", "lifetime": "ten minutes"}, "spec.lifetime"),
 ]
 

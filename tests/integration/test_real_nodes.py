@@ -193,9 +193,16 @@ def test_services_and_dns_names_work_from_pods_and_a_node_port_from_the_host(
     got = exec_in(kubectl, ns, "client", "busybox", "wget", "-qO-", f"http://{cluster_ip}:80/").strip()
     assert got == "web-0"
     port = kubectl.json("service", "-n", ns, "web")["spec"]["ports"][0]["nodePort"]
+
+    def node_port(address: str) -> str:
+        try:
+            with urllib.request.urlopen(f"http://{address}:{port}/", timeout=10) as resp:
+                return str(resp.read().decode().strip())
+        except OSError:  # refused until that node's kube-proxy has written the NodePort's rules (its own sync)
+            return ""
+
     for node in NODES:
-        with urllib.request.urlopen(f"http://{node.address}:{port}/", timeout=10) as resp:
-            assert resp.read().decode().strip() == "web-0"
+        assert eventually(lambda a=node.address: node_port(a), 30, f"NodePort {port} on {node.name}") == "web-0"
     # The in-cluster `kubernetes` Service: kube-proxy -> the relay -> the API server, which answers plain HTTP on
     # its TLS port with 400 (busybox's wget speaks no TLS): the request got there.
     api = kubectl.json("service", "-n", "default", "kubernetes")["spec"]["clusterIP"]

@@ -170,6 +170,14 @@ def test_given_secrets_are_referenced_not_made_and_accounting_is_optional() -> N
     }
 
 
+def test_controller_ha_is_upstreams_key() -> None:
+    spec = render(QUICK_START)[("Controller", "slurm")]["spec"]
+    assert spec["ha"] == {"enabled": False, "backups": 1}
+    values = {"controller": {"ha": {"enabled": True}, "persistence": {"existingClaim": "slurm-state"}}}
+    spec = render({**QUICK_START, **values})[("Controller", "slurm")]["spec"]
+    assert spec["ha"] == {"enabled": True, "backups": 1} and spec["persistence"]["existingClaim"] == "slurm-state"
+
+
 def test_another_release_name_prefixes_every_object() -> None:
     objs = render(QUICK_START, name="team-a")
     assert ("Controller", "team-a-slurm") in objs and ("NodeSet", "team-a-slurm-worker-slinky") in objs
@@ -185,6 +193,7 @@ def test_another_release_name_prefixes_every_object() -> None:
         ({"nodeset": {"slinky": {}}}, "additional properties 'nodeset' not allowed"),
         ({"controller": {"extraConf": "MaxJobCount=1\u0007"}}, "at '/controller/extraConf'"),
         ({"partitions": {"p": {"enabled": True, "nodesets": []}}}, "at '/partitions/p/nodesets'"),
+        ({"controller": {"ha": {"backups": 0}}}, "at '/controller/ha/backups': minimum: got 0, want 1"),
     ],
 )
 def test_bad_values_fail_before_anything_is_made_with_the_schemas_words(values: dict[str, Any], message: str) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from activities.cluster import run_parser
+from activities.cluster import as_one_slurmctld, run_parser
 from slinky.operator.reconfigure import ConfigCheck
 
 SLURM_ERROR = "scontrol: error: _parse_next_key: Parsing error at unrecognized key: NoSuchKey"
@@ -168,3 +168,26 @@ def test_the_scontrol_found_on_path_refuses_a_bad_key(tools: Tools) -> None:
     result = run_parser(BAD, "")
     assert result.ok is False and result.error == f"{SLURM_ERROR}; {SLURM_FATAL}"
     assert tools.leftovers() == []
+
+
+def _pod(name: str, hash_: str, ended: dict[str, Any] | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"name": "slurmctld", "state": {"running": {}}}
+    if ended is not None:
+        status["lastState"] = {"terminated": ended}
+    return {
+        "metadata": {"name": name, "uid": name, "annotations": {"slinky.slurm.net/slurm-config-hash": hash_}},
+        "status": {"containerStatuses": [status]},
+    }
+
+
+def test_a_primary_and_its_backups_are_judged_as_one_slurmctld() -> None:
+    primary, backup = _pod("c-0", "old"), _pod("c-1", "new")
+    # Mid rolling update (the backup first): the primary's old hash is what runs, so it is not verified yet.
+    assert as_one_slurmctld([primary, backup], "new") == (primary, "old")
+    rolled = [_pod("c-0", "new"), _pod("c-1", "new")]
+    assert as_one_slurmctld(rolled, "new") == (rolled[0], "new")
+    # A backup that ended on the new config is the one reported, with the new hash (judge then sees a failure).
+    early = {"exitCode": 1, "finishedAt": "2026-11-29T10:00:00Z", "message": "early"}
+    late = {"exitCode": 1, "finishedAt": "2026-11-29T10:05:00Z", "message": "fatal: bad key"}
+    failing = [_pod("c-0", "new", early), _pod("c-1", "new", late), _pod("c-2", "old", late)]
+    assert as_one_slurmctld(failing, "new") == (failing[1], "new")

@@ -10,24 +10,33 @@ Reconcile of one Controller (an external one is part 1's: only NodeSets talk to 
 2. Render slurm.conf (and cgroup.conf unless a config ConfigMap has one) from the Controller, its NodeSets
    and its Accounting; hash it.
 3. Apply: the ConfigMap ``<name>-config``, the Services ``<name>-controller`` and ``<name>-controller-internal``,
-   the NodeSets' headless ``<name>-workers``, and the StatefulSet ``<name>-controller`` (one slurmctld pod,
-   ``<name>-controller-0``; the StatefulSet controller makes it again when it is deleted).
-4. Status: ``ConfigValid``, ``Ready`` (the slurmctld pod is ready) and ``FieldsSupported`` (fields set to
-   something not built: HA backups, metrics).
+   the NodeSets' headless ``<name>-workers``, and the StatefulSet ``<name>-controller`` (slurmctld pods
+   ``<name>-controller-<i>``: one, or with ``ha.enabled`` a primary and ``ha.backups`` backups on one
+   ReadWriteMany claim; the StatefulSet controller makes a deleted one again).
+4. The active slurmctld: upstream's label ``controller.slinky.slurm.net/active`` on the pod in control and on
+   no other. With HA the Controller Service selects by it, so slurmd, sackd and slurmrestd (SlurmctldAddr)
+   follow a takeover. Which one is in control: slurmctld's ``/readyz`` answers 2xx only there, asked of every
+   pod at once every ``ACTIVE_SYNC_SECONDS``. (Upstream asks slurmrestd's ping, which asks each slurmctld in
+   turn: a hung primary costs Slurm's MessageTimeout per ping, and the label moved a minute after a
+   takeover when tried here.)
+5. Status: ``ConfigValid``, ``Ready`` (the slurmctld in control is ready) and ``FieldsSupported``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import httpx
 from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from slinky import wellknown
 from slinky.clients.errors import KubeNotFound
 from slinky.config import OperatorSettings
 from slinky.operator import cluster_objects as objects
@@ -35,8 +44,10 @@ from slinky.operator import slurmconf
 from slinky.operator.api.accounting import Accounting
 from slinky.operator.api.controller import Controller
 from slinky.operator.api.nodeset import NodeSet
+from slinky.operator.pods import SLURMCTLD_PORT
 from slinky.operator.reconfigure import ANNOTATION_REJECTED, ANNOTATION_VERIFIED, ANNOTATION_WORKFLOW, ReconfigureInput
 from slinky.operator.reconfigure import workflow_id as reconfigure_workflow_id
+from slinky.operator.validation import controller_problems
 from workers.operator import cluster_pods
 from workers.operator.apply import ensure, path_of
 from workers.operator.runtime import Runtime, Watch, set_condition
@@ -52,12 +63,17 @@ ACCOUNTINGS = f"{GROUP}/accountings"
 CONFIGMAPS = "/api/v1/configmaps"
 SECRETS = "/api/v1/secrets"
 STATEFULSETS = "/apis/apps/v1/statefulsets"
+CLAIMS = "/api/v1/persistentvolumeclaims"
 
 CONFIG_VALID = "ConfigValid"
 READY = "Ready"
 FIELDS_SUPPORTED = "FieldsSupported"
 SERVICE_MONITOR_RETRY_SECONDS = 20.0
 """How often a Controller asking for a ServiceMonitor looks again for the monitoring.coreos.com API."""
+ACTIVE_SYNC_SECONDS = 5.0
+"""How often an HA Controller's slurmctld pods are asked which one is in control (the Service follows)."""
+READYZ_TIMEOUT_SECONDS = 2.0
+"""A slurmctld that does not answer /readyz in this time is not in control (a hung one)."""
 
 
 def controller_path(namespace: str, name: str) -> str:
@@ -99,6 +115,7 @@ class ControllerReconciler:
         self.runtime = runtime
         self.settings = settings
         self.temporal = temporal
+        self._probe = httpx.AsyncClient(timeout=READYZ_TIMEOUT_SECONDS)
         self.caches = runtime.caches
         self._monitored: dict[str, bool] = {}
         """Per Controller uid: whether its ServiceMonitor may exist (a delete is tried once after a start)."""
@@ -109,6 +126,7 @@ class ControllerReconciler:
             Watch(CONFIGMAPS, self._by_configmap),
             Watch(SECRETS, self._by_secret),
             Watch(STATEFULSETS, self._by_owner),
+            Watch(CLAIMS, self._by_claim),
         )
         self.reconciles = 0
 
@@ -142,6 +160,15 @@ class ControllerReconciler:
             (ns, c["metadata"]["name"]) for c in self._controllers(ns) if name in _secret_names(c.get("spec") or {})
         ]
 
+    def _by_claim(self, obj: Obj) -> list[Key]:
+        """An HA Controller's `persistence.existingClaim` appearing or changing."""
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        return [
+            (ns, c["metadata"]["name"])
+            for c in self._controllers(ns)
+            if ((c.get("spec") or {}).get("persistence") or {}).get("existingClaim") == name
+        ]
+
     def _by_owner(self, obj: Obj) -> list[Key]:
         ns = obj["metadata"]["namespace"]
         return [
@@ -170,6 +197,8 @@ class ControllerReconciler:
         problem, files = self._render(raw, controller)
         if problem is None and (missing := objects.image_problem(controller)):
             problem = ("spec.slurmctld.image", "MissingImage", f"Controller {key[0]}/{key[1]}: {missing}")
+        if problem is None:
+            problem = await self._ha_problem(raw, controller)
         if problem is not None:
             _, reason, message = problem
             self.runtime.warn_once(raw, reason, message)
@@ -190,17 +219,11 @@ class ControllerReconciler:
         if how != "unchanged":
             logger.info("Controller %s/%s: StatefulSet %s %s", *key, sts["metadata"]["name"], how)
         self.runtime.clear_warnings(raw)
-        ready = int((sts.get("status") or {}).get("readyReplicas") or 0) >= 1
-        pod = objects.controller_pod_name(controller)
+        active = await self._sync_active(raw, controller)
         conditions = [
             *([config_condition] if config_condition else []),
-            (
-                READY,
-                "True" if ready else "False",
-                "SlurmctldReady" if ready else "SlurmctldNotReady",
-                f"slurmctld pod {pod} is {'ready' if ready else 'not ready yet'}",
-            ),
-            self._fields_supported(controller),
+            self._ready(raw, controller, active),
+            (FIELDS_SUPPORTED, "True", "AllSupported", "every field set is reconciled"),
         ]
         await self._status(raw, conditions)
 
@@ -387,14 +410,86 @@ class ControllerReconciler:
             return
         self._monitored[uid] = True
 
-    def _fields_supported(self, controller: Controller) -> tuple[str, str, str, str]:
-        spec = controller.spec
-        ignored = []
-        if spec.ha.enabled:
-            ignored.append("spec.ha.enabled: no backup slurmctld runs; Kubernetes makes the one pod again")
-        if ignored:
-            return (FIELDS_SUPPORTED, "False", "NotBuilt", "; ".join(ignored))
-        return (FIELDS_SUPPORTED, "True", "AllSupported", "every field set is reconciled")
+    async def _ha_problem(self, raw: Obj, controller: Controller) -> tuple[str, str, str] | None:
+        """Upstream's HA rule (an existing claim), then what the webhook cannot see: the claim exists and can be
+        mounted by every slurmctld (ReadWriteMany)."""
+        ns, name = raw["metadata"]["namespace"], raw["metadata"]["name"]
+        problems = controller_problems(controller)
+        if problems:
+            return problems[0].field, problems[0].reason, f"Controller {ns}/{name}: {problems[0].message}"
+        if not objects.high_availability(controller):
+            return None
+        claim = str(controller.spec.persistence.existing_claim)
+        field = "spec.persistence.existingClaim"
+        pvc = self.caches.get(CLAIMS, ns, claim)
+        if pvc is None:
+            message = f"Controller {ns}/{name}: {field}: PersistentVolumeClaim {ns}/{claim} does not exist"
+            return field, "ClaimNotFound", message
+        modes = list((pvc.get("spec") or {}).get("accessModes") or [])
+        if "ReadWriteMany" not in modes:
+            message = (
+                f"Controller {ns}/{name}: {field}: PersistentVolumeClaim {ns}/{claim} has access modes {modes}: "
+                "HA needs ReadWriteMany (every slurmctld replica mounts it, on different nodes)"
+            )
+            return field, "ClaimNotReadWriteMany", message
+        return None
+
+    async def _sync_active(self, raw: Obj, controller: Controller) -> str:
+        """Label the slurmctld pod in control ``controller.slinky.slurm.net/active`` (and no other); its name.
+
+        One slurmctld: its pod. With HA: the first pod, in SlurmctldHost order, whose slurmctld answers
+        ``/readyz`` with 2xx (a backup in standby answers 500); no answer keeps the label where it is (the
+        primary's pod at first), as upstream does."""
+        ns, name = raw["metadata"]["namespace"], raw["metadata"]["name"]
+        pods = sorted(cluster_pods.pods_of(self.caches, objects.APP_SLURMCTLD, ns, name), key=_ordinal)
+        replicas = slurmconf.slurmctld_replicas(controller)
+        names = [objects.controller_pod_name(controller, i) for i in range(replicas)]
+        labelled = [p["metadata"]["name"] for p in pods if _is_active(p)]
+        active = labelled[0] if len(labelled) == 1 and labelled[0] in names else names[0]
+        if replicas > 1:
+            self.runtime.requeue_later(self.kind, (ns, name), ACTIVE_SYNC_SECONDS, replace=True)
+            active = await self._in_control([p for p in pods if p["metadata"]["name"] in names]) or active
+        for pod in pods:
+            want = pod["metadata"]["name"] == active
+            if want == _is_active(pod) or pod["metadata"].get("deletionTimestamp"):
+                continue
+            patch = {"metadata": {"labels": {wellknown.LABEL_CONTROLLER_ACTIVE: "true" if want else None}}}
+            with contextlib.suppress(KubeNotFound):
+                await self.runtime.kube.patch(f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}", patch)
+            if want:
+                logger.info("Controller %s/%s: slurmctld %s is in control", ns, name, active)
+        return active
+
+    async def _in_control(self, pods: list[Obj]) -> str | None:
+        """The first of `pods` whose slurmctld answers /readyz with 2xx, all asked at once."""
+
+        async def ready(pod: Obj) -> bool:
+            ip = (pod.get("status") or {}).get("podIP")
+            if not ip or pod["metadata"].get("deletionTimestamp"):
+                return False
+            try:
+                answer = await self._probe.get(f"http://{ip}:{SLURMCTLD_PORT}{objects.READYZ}")
+            except httpx.HTTPError:
+                return False
+            return answer.is_success
+
+        answers = await asyncio.gather(*(ready(p) for p in pods))
+        return next((p["metadata"]["name"] for p, ok in zip(pods, answers, strict=True) if ok), None)
+
+    def _ready(self, raw: Obj, controller: Controller, active: str) -> tuple[str, str, str, str]:
+        ns, name = raw["metadata"]["namespace"], raw["metadata"]["name"]
+        pods = {p["metadata"]["name"]: p for p in cluster_pods.pods_of(self.caches, objects.APP_SLURMCTLD, ns, name)}
+        replicas = slurmconf.slurmctld_replicas(controller)
+        ready = [n for n, p in sorted(pods.items()) if _pod_ready(p)]
+        ok = active in ready
+        if replicas == 1:
+            message = f"slurmctld pod {active} is {'ready' if ok else 'not ready yet'}"
+        else:
+            message = (
+                f"slurmctld pod {active} is in control{'' if ok else ' (not ready yet)'}; "
+                f"{len(ready)} of {replicas} slurmctld pods ready ({', '.join(ready) or 'none'})"
+            )
+        return (READY, "True" if ok else "False", "SlurmctldReady" if ok else "SlurmctldNotReady", message)
 
     async def _status(self, raw: Obj, conditions: list[tuple[str, str, str, str]]) -> None:
         current = list((raw.get("status") or {}).get("conditions") or [])
@@ -405,6 +500,20 @@ class ControllerReconciler:
             current = cluster_pods.with_pods_healthy(self.runtime, raw, objects.APP_SLURMCTLD, current)
         meta = raw["metadata"]
         await self.runtime.write_status(controller_path(meta["namespace"], meta["name"]), raw, {"conditions": current})
+
+
+def _ordinal(pod: Obj) -> int:
+    tail = str(pod["metadata"]["name"]).rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 1 << 30
+
+
+def _is_active(pod: Obj) -> bool:
+    return (pod["metadata"].get("labels") or {}).get(wellknown.LABEL_CONTROLLER_ACTIVE) == "true"
+
+
+def _pod_ready(pod: Obj) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _older(a: Obj, b: Obj) -> bool:

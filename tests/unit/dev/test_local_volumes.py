@@ -68,3 +68,11 @@ def test_a_released_volume_of_ours_is_reclaimed_only_inside_the_root(tmp_path: P
     assert lv.owned_path(tmp_path, pv) is None
     pv["spec"]["hostPath"]["path"] = str(tmp_path / ".." / "elsewhere")
     assert lv.owned_path(tmp_path, pv) is None
+
+
+def test_a_read_write_many_volume_is_shared_by_every_node(tmp_path: Path) -> None:
+    shared = claim(**{lv.ANNOTATION_SELECTED_NODE: "slinky-real-2"})
+    shared["spec"]["accessModes"] = ["ReadWriteMany"]
+    pv = lv.persistent_volume(shared, tmp_path)
+    assert pv["spec"]["accessModes"] == ["ReadWriteMany"] and "nodeAffinity" not in pv["spec"]
+    assert pv["spec"]["hostPath"]["path"] == str(tmp_path / "slinky_statesave-slurm-controller-0_u-1")

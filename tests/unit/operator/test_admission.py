@@ -89,6 +89,18 @@ def test_each_rule_denies_naming_the_field(kind: str, path: str, value: Any, wor
     assert any(words in d for d in denials), denials
 
 
+def test_high_availability_needs_an_existing_shared_claim() -> None:
+    ha = with_(CONTROLLER, "ha", {"enabled": True, "backups": 1})
+    for persistence in (None, {"enabled": True}, {"enabled": False, "existingClaim": "state"}):
+        denials = admission.review(
+            "Controller", "CREATE", None, obj("Controller", with_(ha, "persistence", persistence))
+        )
+        assert any("spec.ha.enabled" in d and "existingClaim" in d and "ReadWriteMany" in d for d in denials), denials
+    good = with_(ha, "persistence", {"existingClaim": "state"})
+    assert admission.review("Controller", "CREATE", None, obj("Controller", good)) == []
+    assert admission.review("Controller", "CREATE", None, obj("Controller", with_(ha, "external", True))) != []
+
+
 def test_a_scheduled_update_window_is_at_least_a_minute() -> None:
     spec = with_(
         NODESET, "updateStrategy", {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": "2026-12-01T02:00:00Z"}}

@@ -721,3 +721,52 @@ def test_controller_service_monitor_as_upstreams() -> None:
     assert co.controller_service_monitor(own)["spec"]["endpoints"] == [
         {"path": "/metrics/jobs", "port": "slurmctld", "scheme": "http", "scrapeTimeout": "5s"}
     ]
+
+
+HA = {"ha": {"enabled": True}, "persistence": {"existingClaim": "slurm-state"}}
+
+
+def test_ha_runs_a_primary_and_backups_on_one_claim_on_different_nodes() -> None:
+    c = controller(
+        **HA,
+        template={"spec": {"affinity": {"nodeAffinity": {"x": 1}, "podAntiAffinity": {"preferred": [1]}}}},
+    )
+    sts = co.controller_statefulset(c, "h")
+    assert sts["spec"]["replicas"] == 2 and "volumeClaimTemplates" not in sts["spec"]
+    assert volume(sts, co.STATESAVE_VOLUME) == {
+        "name": co.STATESAVE_VOLUME,
+        "persistentVolumeClaim": {"claimName": "slurm-state"},
+    }
+    affinity = sts["spec"]["template"]["spec"]["affinity"]
+    assert affinity["nodeAffinity"] == {"x": 1} and affinity["podAntiAffinity"]["preferred"] == [1]
+    assert affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [
+        {"labelSelector": {"matchLabels": co.selector_labels("controller", c)}, "topologyKey": "kubernetes.io/hostname"}
+    ]
+    # Only the slurmctld in control answers /readyz: a backup would never be ready.
+    assert container(sts, "slurmctld")["readinessProbe"] == {"httpGet": {"path": "/livez", "port": "slurmctld"}}
+    two = controller(**{**HA, "ha": {"enabled": True, "backups": 2}})
+    assert co.controller_statefulset(two, "h")["spec"]["replicas"] == 3
+    assert co.controller_statefulset(controller(ha={"enabled": False, "backups": 3}), "h")["spec"]["replicas"] == 1
+    lines = slurmconf.slurm_conf(c, [], None, slurmconf.ConfFiles()).splitlines()
+    assert [line for line in lines if line.startswith("SlurmctldHost=")] == [
+        "SlurmctldHost=slurm-controller-0(slurm-controller-0.slurm-controller-internal.hpc)",
+        "SlurmctldHost=slurm-controller-1(slurm-controller-1.slurm-controller-internal.hpc)",
+    ]
+    assert "SlurmctldAddr=slurm-controller.hpc" in lines
+
+
+def test_ha_service_selects_the_active_slurmctld_only() -> None:
+    service, internal = co.controller_services(controller(**HA))
+    active = {wellknown.LABEL_CONTROLLER_ACTIVE: "true"}
+    assert service["spec"]["selector"] == {**co.selector_labels("controller", controller()), **active}
+    # SlurmctldHost's addresses reach every replica; without HA the one pod is selected by its labels alone.
+    assert wellknown.LABEL_CONTROLLER_ACTIVE not in internal["spec"]["selector"]
+    assert wellknown.LABEL_CONTROLLER_ACTIVE not in co.controller_services(controller())[0]["spec"]["selector"]
+
+
+@pytest.mark.parametrize(
+    "persistence", [{}, {"enabled": False, "existingClaim": "slurm-state"}, {"storageClassName": "fast"}]
+)
+def test_ha_without_an_existing_claim_is_not_built(persistence: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="existingClaim"):
+        co.controller_statefulset(controller(ha={"enabled": True}, persistence=persistence), "h")

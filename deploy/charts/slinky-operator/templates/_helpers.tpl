@@ -59,12 +59,14 @@ app.kubernetes.io/component: operator
 {{- /*
 The rules of the namespaced resources, from the code (callers of slinky/clients/kube.py that the operator runs):
   pods                  get (scale-in activities), list watch (NodeSet pod watch), create (new pods),
-                        patch (annotations, labels), delete (failed pods, drift, drained pods)
+                        patch (annotations, labels: also the Controller's controller.slinky.slurm.net/active),
+                        delete (failed pods, drift, drained pods)
                                                         workers/operator/nodeset.py, activities/nodeset.py
   pods/status           patch (SlurmNodeState* conditions)                 workers/operator/nodeset.py
   pods/log              get (slurmd's last words on a NodeSet's SlurmdRegistered condition)
-  persistentvolumeclaims list watch create delete (a NodeSet's volumeClaimTemplates, whenScaled: Delete)
-                                                        workers/operator/nodeset/claims.py
+  persistentvolumeclaims list watch create delete (a NodeSet's volumeClaimTemplates, whenScaled: Delete;
+                        list watch: an HA Controller's persistence.existingClaim)
+                                                        workers/operator/nodeset/claims.py, workers/operator/controller.py
   servicemonitors       get create patch delete (monitoring.coreos.com: a Controller's metrics.serviceMonitor)
                                                         workers/operator/controller.py
                                                         workers/operator/nodeset/pods.py
