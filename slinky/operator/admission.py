@@ -102,14 +102,14 @@ def _jwt_key(spec: Obj) -> str:
 
 def controller(old: Obj | None, new: Obj) -> list[str]:
     spec = _spec(new)
-    if spec.get("external"):
-        return _external(spec)
-    out = slurm_conf_problems(spec.get("extraConf"), "spec.extraConf")
     try:
-        out += [p.message for p in controller_problems(Controller.model_validate(new))]
+        out = [p.message for p in controller_problems(Controller.model_validate(new))]
     except ValidationError as err:
         first = err.errors()[0]
-        out.append(f"{'.'.join(map(str, first['loc']))}: {first['msg']}")
+        out = [f"{'.'.join(map(str, first['loc']))}: {first['msg']}"]
+    if spec.get("external"):
+        return out + _external(spec)
+    out += slurm_conf_problems(spec.get("extraConf"), "spec.extraConf")
     out += _required_ref(spec, "slurmKeyRef", "the cluster's slurm.key (auth/slurm)")
     return out + _required_ref(spec, _jwt_key(spec), "the cluster's JWT key (the operator signs with it)")
 

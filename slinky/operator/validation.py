@@ -59,11 +59,11 @@ HA_NEEDS_SHARED_STATE: Final = "HighAvailabilityNeedsSharedState"
 
 
 def controller_problems(controller: Controller) -> list[Problem]:
-    """Upstream's CEL rule on a managed Controller: `ha.enabled` needs `persistence.enabled` and an
-    `existingClaim` (a ReadWriteMany claim every slurmctld replica mounts as its StateSaveLocation: the backup
-    takes over from the state the primary saved)."""
+    """Upstream's CEL rule on a Controller (an external one too, as upstream's): `ha.enabled` needs
+    `persistence.enabled` and an `existingClaim` (a ReadWriteMany claim every slurmctld replica mounts as its
+    StateSaveLocation: the backup takes over from the state the primary saved)."""
     spec = controller.spec
-    if spec.external or not spec.ha.enabled:
+    if not spec.ha.enabled:
         return []
     if spec.persistence.enabled is False or not spec.persistence.existing_claim:
         message = (

@@ -98,7 +98,9 @@ def test_high_availability_needs_an_existing_shared_claim() -> None:
         assert any("spec.ha.enabled" in d and "existingClaim" in d and "ReadWriteMany" in d for d in denials), denials
     good = with_(ha, "persistence", {"existingClaim": "state"})
     assert admission.review("Controller", "CREATE", None, obj("Controller", good)) == []
-    assert admission.review("Controller", "CREATE", None, obj("Controller", with_(ha, "external", True))) != []
+    external = with_(with_(ha, "external", True), "externalConfig", {"host": "ctld.example.org", "port": 6817})
+    denials = admission.review("Controller", "CREATE", None, obj("Controller", external))
+    assert len(denials) == 1 and "spec.ha.enabled" in denials[0], denials  # upstream's rule spares no Controller
 
 
 def test_a_scheduled_update_window_is_at_least_a_minute() -> None:
