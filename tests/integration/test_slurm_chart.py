@@ -43,6 +43,7 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "charts" / "slurm"
+SLURMCTLD_METRICS = ("jobs", "nodes", "partitions", "scheduler")
 QUICK_START: dict[str, Any] = {
     "nodesets": {"slinky": {}},
     "loginsets": {"slinky": {}},
@@ -170,9 +171,13 @@ def test_given_secrets_are_referenced_not_made_and_accounting_is_optional() -> N
     }
 
 
-def test_controller_ha_is_upstreams_key() -> None:
+def test_controller_ha_and_metrics_are_upstreams_keys() -> None:
     spec = render(QUICK_START)[("Controller", "slurm")]["spec"]
     assert spec["ha"] == {"enabled": False, "backups": 1}
+    monitor = spec["metrics"]["serviceMonitor"]
+    assert spec["metrics"]["enabled"] is False and monitor["enabled"] is False and monitor["interval"] == "30s"
+    assert [e["path"] for e in monitor["endpoints"]] == [f"/metrics/{p}" for p in SLURMCTLD_METRICS]
+    Controller.model_validate(render(QUICK_START)[("Controller", "slurm")])
     values = {"controller": {"ha": {"enabled": True}, "persistence": {"existingClaim": "slurm-state"}}}
     spec = render({**QUICK_START, **values})[("Controller", "slurm")]["spec"]
     assert spec["ha"] == {"enabled": True, "backups": 1} and spec["persistence"]["existingClaim"] == "slurm-state"
