@@ -201,7 +201,9 @@ class Operator:
             self.log,
             SLINKY_OPERATOR__NAMESPACES=json.dumps([self.ns]),
             SLINKY_OPERATOR__TASK_QUEUE=f"managed-{self.ns}",
-            SLINKY_OPERATOR__RECONFIGURE_VERIFY_SECONDS="60",
+            # A pod replaced for a new config once took 68 s here (kubelet 1.20 retried killing a container that had
+            # already ended: "KillContainerError ... NotFound"); the rollback must not overtake that.
+            SLINKY_OPERATOR__RECONFIGURE_VERIFY_SECONDS="150",
         )
 
     def kill_and_restart(self) -> None:
@@ -484,6 +486,7 @@ SERVICE_MONITOR_CRD = {
 """prometheus-operator's ServiceMonitor API, schema left open (its CRD is not reachable here to install)."""
 
 
+@pytest.mark.timeout(300)  # a restart-mode reconfigure, then the ServiceMonitor API appearing (looked for every 20 s)
 def test_metrics_serve_openmetrics_and_a_service_monitor_follows_the_controller(
     kube: Kube, cluster: str, dev_env: dict[str, str]
 ) -> None:
