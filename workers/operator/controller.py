@@ -219,10 +219,10 @@ class ControllerReconciler:
         if how != "unchanged":
             logger.info("Controller %s/%s: StatefulSet %s %s", *key, sts["metadata"]["name"], how)
         self.runtime.clear_warnings(raw)
-        active = await self._sync_active(raw, controller)
+        active, answered = await self._sync_active(raw, controller)
         conditions = [
             *([config_condition] if config_condition else []),
-            self._ready(raw, controller, active),
+            self._ready(raw, controller, active, answered),
             (FIELDS_SUPPORTED, "True", "AllSupported", "every field set is reconciled"),
         ]
         await self._status(raw, conditions)
@@ -434,8 +434,9 @@ class ControllerReconciler:
             return field, "ClaimNotReadWriteMany", message
         return None
 
-    async def _sync_active(self, raw: Obj, controller: Controller) -> str:
-        """Label the slurmctld pod in control ``controller.slinky.slurm.net/active`` (and no other); its name.
+    async def _sync_active(self, raw: Obj, controller: Controller) -> tuple[str, bool]:
+        """Label the slurmctld pod in control ``controller.slinky.slurm.net/active`` (and no other); its name, and
+        whether it was found now (False: with HA, no slurmctld answered /readyz).
 
         One slurmctld: its pod. With HA: the first pod, in SlurmctldHost order, whose slurmctld answers
         ``/readyz`` with 2xx (a backup in standby answers 500); no answer keeps the label where it is (the
@@ -446,9 +447,11 @@ class ControllerReconciler:
         names = [objects.controller_pod_name(controller, i) for i in range(replicas)]
         labelled = [p["metadata"]["name"] for p in pods if _is_active(p)]
         active = labelled[0] if len(labelled) == 1 and labelled[0] in names else names[0]
+        answered = True
         if replicas > 1:
             self.runtime.requeue_later(self.kind, (ns, name), ACTIVE_SYNC_SECONDS, replace=True)
-            active = await self._in_control([p for p in pods if p["metadata"]["name"] in names]) or active
+            found = await self._in_control([p for p in pods if p["metadata"]["name"] in names])
+            active, answered = found or active, found is not None
         for pod in pods:
             want = pod["metadata"]["name"] == active
             if want == _is_active(pod) or pod["metadata"].get("deletionTimestamp"):
@@ -458,7 +461,7 @@ class ControllerReconciler:
                 await self.runtime.kube.patch(f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}", patch)
             if want:
                 logger.info("Controller %s/%s: slurmctld %s is in control", ns, name, active)
-        return active
+        return active, answered
 
     async def _in_control(self, pods: list[Obj]) -> str | None:
         """The first of `pods` whose slurmctld answers /readyz with 2xx, all asked at once."""
@@ -476,7 +479,7 @@ class ControllerReconciler:
         answers = await asyncio.gather(*(ready(p) for p in pods))
         return next((p["metadata"]["name"] for p, ok in zip(pods, answers, strict=True) if ok), None)
 
-    def _ready(self, raw: Obj, controller: Controller, active: str) -> tuple[str, str, str, str]:
+    def _ready(self, raw: Obj, controller: Controller, active: str, answered: bool) -> tuple[str, str, str, str]:
         ns, name = raw["metadata"]["namespace"], raw["metadata"]["name"]
         pods = {p["metadata"]["name"]: p for p in cluster_pods.pods_of(self.caches, objects.APP_SLURMCTLD, ns, name)}
         replicas = slurmconf.slurmctld_replicas(controller)
@@ -489,6 +492,11 @@ class ControllerReconciler:
                 f"slurmctld pod {active} is in control{'' if ok else ' (not ready yet)'}; "
                 f"{len(ready)} of {replicas} slurmctld pods ready ({', '.join(ready) or 'none'})"
             )
+            if not answered:
+                message += (
+                    f"; no slurmctld answered /readyz just now (all down or hung, or no route from the operator to "
+                    f"the pods): the active label stays on {active}"
+                )
         return (READY, "True" if ok else "False", "SlurmctldReady" if ok else "SlurmctldNotReady", message)
 
     async def _status(self, raw: Obj, conditions: list[tuple[str, str, str, str]]) -> None:
