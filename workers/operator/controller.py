@@ -47,6 +47,7 @@ from slinky.operator.api.nodeset import NodeSet
 from slinky.operator.pods import SLURMCTLD_PORT
 from slinky.operator.reconfigure import ANNOTATION_REJECTED, ANNOTATION_VERIFIED, ANNOTATION_WORKFLOW, ReconfigureInput
 from slinky.operator.reconfigure import workflow_id as reconfigure_workflow_id
+from slinky.operator.updates import is_ready
 from slinky.operator.validation import controller_problems
 from workers.operator import cluster_pods
 from workers.operator.apply import ensure, path_of
@@ -483,7 +484,7 @@ class ControllerReconciler:
         ns, name = raw["metadata"]["namespace"], raw["metadata"]["name"]
         pods = {p["metadata"]["name"]: p for p in cluster_pods.pods_of(self.caches, objects.APP_SLURMCTLD, ns, name)}
         replicas = slurmconf.slurmctld_replicas(controller)
-        ready = [n for n, p in sorted(pods.items()) if _pod_ready(p)]
+        ready = [n for n, p in sorted(pods.items()) if is_ready(p)]
         ok = active in ready
         if replicas == 1:
             message = f"slurmctld pod {active} is {'ready' if ok else 'not ready yet'}"
@@ -517,11 +518,6 @@ def _ordinal(pod: Obj) -> int:
 
 def _is_active(pod: Obj) -> bool:
     return (pod["metadata"].get("labels") or {}).get(wellknown.LABEL_CONTROLLER_ACTIVE) == "true"
-
-
-def _pod_ready(pod: Obj) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _older(a: Obj, b: Obj) -> bool:
