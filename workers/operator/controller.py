@@ -139,13 +139,17 @@ class ControllerReconciler:
         ref = ((obj.get("spec") or {}).get("controllerRef") or {}).get("name")
         return [(obj["metadata"]["namespace"], str(ref))] if ref else []
 
-    def _by_accounting(self, obj: Obj) -> list[Key]:
+    def _naming(self, obj: Obj, field: str, key: str) -> list[Key]:
+        """The Controllers of `obj`'s namespace whose `spec.<field>.<key>` names `obj`."""
         ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         return [
             (ns, c["metadata"]["name"])
             for c in self._controllers(ns)
-            if ((c.get("spec") or {}).get("accountingRef") or {}).get("name") == name
+            if ((c.get("spec") or {}).get(field) or {}).get(key) == name
         ]
+
+    def _by_accounting(self, obj: Obj) -> list[Key]:
+        return self._naming(obj, "accountingRef", "name")
 
     def _by_configmap(self, obj: Obj) -> list[Key]:
         ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
@@ -163,12 +167,7 @@ class ControllerReconciler:
 
     def _by_claim(self, obj: Obj) -> list[Key]:
         """An HA Controller's `persistence.existingClaim` appearing or changing."""
-        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
-        return [
-            (ns, c["metadata"]["name"])
-            for c in self._controllers(ns)
-            if ((c.get("spec") or {}).get("persistence") or {}).get("existingClaim") == name
-        ]
+        return self._naming(obj, "persistence", "existingClaim")
 
     def _by_owner(self, obj: Obj) -> list[Key]:
         ns = obj["metadata"]["namespace"]
